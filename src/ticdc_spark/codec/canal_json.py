@@ -1,0 +1,619 @@
+"""Canal-JSON (``canal-json``): Alibaba Canal's flat message format, as TiCDC writes it.
+
+One JSON object per message, no Kafka key.  Every value is a string (or null) in MySQL's text
+form; binary values map each byte to the Latin-1 character of the same code.  ``sqlType``
+holds Java SQL type codes (value-dependent for unsigned integers), ``mysqlType`` the column
+types (``int unsigned``; the full ``int(10) unsigned`` with ``content-compatible``).
+
+The encoder writes TiCDC's bytes: DML keys in the order ``id, database, table, pkNames, isDdl,
+type, es, ts, sql, sqlType, mysqlType, old, data, _tidb``, DDL and watermarks in struct order
+(``data`` before ``old``), Go's HTML-safe string escaping.  ``ts`` is the build time, so two
+encodings of one event differ there and only there.
+
+The decoder also reads genuine Alibaba Canal output: several rows per message, ``old`` with
+only the changed columns (a key present with null is a change to NULL, an absent key is
+unchanged), parameterised ``mysqlType`` such as ``enum('a','b')``, Canal's own ``sqlType``
+codes (never needed: types come from ``mysqlType``) and Java float text.  Without the TiDB
+extension a message has no commit ts; the decoder uses ``es`` (milliseconds) shifted into a
+TSO, which orders messages to the millisecond.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import orjson
+
+from ticdc_spark.codec.base import Message, Route
+from ticdc_spark.codec.common import (
+    LRUCache,
+    TemporalFsp,
+    changed_columns,
+    decoding,
+    handle_key_image,
+    loads,
+    require_dict,
+    row_images,
+    temporal_columns,
+)
+from ticdc_spark.codec.gotext import go_json
+from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
+from ticdc_spark.codec.options import CommonOptions
+from ticdc_spark.codec.registry import CodecSpec, register
+from ticdc_spark.ddl import classify
+from ticdc_spark.errors import ConfigError, DecodeError, EncodeError
+from ticdc_spark.model import (
+    Bootstrap,
+    Column,
+    DDLEvent,
+    DDLType,
+    Event,
+    Index,
+    RowChange,
+    RowKind,
+    TableSchema,
+    Watermark,
+    compose_ts,
+    physical_ms,
+)
+from ticdc_spark.types import (
+    ColumnType,
+    Family,
+    parse_column_type,
+    parse_float,
+    text_formatter,
+    text_parser,
+)
+
+__all__ = ["CanalJSONDecoder", "CanalJSONEncoder", "CanalJSONOptions", "java_sql_type"]
+
+PROTOCOL = "canal-json"
+WATERMARK_TYPE = "TIDB_WATERMARK"
+
+
+@dataclass(frozen=True, slots=True)
+class CanalJSONOptions(CommonOptions):
+    """Canal-JSON options (TiCDC names).  ``content-compatible`` implies only-updated ``old``."""
+
+    PROTOCOL: ClassVar[str] = PROTOCOL
+
+    content_compatible: bool = False
+    only_output_updated_columns: bool = False
+
+    def __post_init__(self) -> None:
+        CommonOptions.__post_init__(self)
+        if self.large_message_handle_option != "none" and not self.enable_tidb_extension:
+            raise ConfigError(
+                "canal-json supports large-message-handle-option only with "
+                "enable-tidb-extension=true"
+            )
+
+    @property
+    def updated_old_only(self) -> bool:
+        return self.only_output_updated_columns or self.content_compatible
+
+
+# --------------------------------------------------------------------------------------------
+# Java SQL type codes (java.sql.Types), as TiCDC assigns them.
+
+_JAVA_TYPE: dict[str, int] = {
+    "tinyint": -6, "smallint": 5, "mediumint": 4, "int": 4, "bigint": -5, "float": 7,
+    "double": 8, "decimal": 3, "date": 91, "datetime": 93, "timestamp": 93, "time": 92,
+    "year": 12, "char": 1, "varchar": 12, "binary": 2004, "varbinary": 2004, "tinytext": 2005,
+    "text": 2005, "mediumtext": 2005, "longtext": 2005, "tinyblob": 2004, "blob": 2004,
+    "mediumblob": 2004, "longblob": 2004, "enum": 4, "set": -7, "bit": -7, "json": 12,
+    "vector": 12, "geometry": -2,
+}
+# Unsigned integers whose value no longer fits the signed Java type get the next wider code.
+_PROMOTION: dict[str, tuple[int, int]] = {
+    "tinyint": (127, 5), "smallint": (32767, 4), "int": (2147483647, -5),
+    "bigint": (9223372036854775807, 3),
+}
+_DDL_TYPE_NAME: dict[DDLType, str] = {
+    DDLType.CREATE_TABLE: "CREATE", DDLType.DROP_TABLE: "ERASE",
+    DDLType.TRUNCATE_TABLE: "TRUNCATE", DDLType.RENAME_TABLE: "RENAME",
+    DDLType.RENAME_TABLES: "RENAME", DDLType.ADD_INDEX: "CINDEX",
+    DDLType.ADD_FOREIGN_KEY: "CINDEX", DDLType.ADD_PRIMARY_KEY: "CINDEX",
+    DDLType.DROP_INDEX: "DINDEX", DDLType.DROP_FOREIGN_KEY: "DINDEX",
+    DDLType.DROP_PRIMARY_KEY: "DINDEX",
+    **dict.fromkeys(
+        (DDLType.ADD_COLUMN, DDLType.DROP_COLUMN, DDLType.MODIFY_COLUMN, DDLType.REBASE_AUTO_ID,
+         DDLType.SET_DEFAULT_VALUE, DDLType.MODIFY_TABLE_COMMENT, DDLType.RENAME_INDEX,
+         DDLType.ADD_TABLE_PARTITION, DDLType.DROP_TABLE_PARTITION,
+         DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE, DDLType.TRUNCATE_TABLE_PARTITION,
+         DDLType.ADD_COLUMNS, DDLType.DROP_COLUMNS, DDLType.ALTER_INDEX_VISIBILITY,
+         DDLType.ACTION_MULTI_SCHEMA_CHANGE, DDLType.REORGANIZE_PARTITION,
+         DDLType.ALTER_TABLE_PARTITIONING, DDLType.REMOVE_PARTITIONING),
+        "ALTER",
+    ),
+}
+# A canal DDL type names fewer actions than TiDB has; the SQL refines it where it can.
+_DDL_TYPE_OF_NAME: dict[str, DDLType] = {
+    "CREATE": DDLType.CREATE_TABLE, "ERASE": DDLType.DROP_TABLE,
+    "TRUNCATE": DDLType.TRUNCATE_TABLE, "RENAME": DDLType.RENAME_TABLE,
+    "CINDEX": DDLType.ADD_INDEX, "DINDEX": DDLType.DROP_INDEX,
+}
+
+
+def java_sql_type(ctype: ColumnType, value: Any = None) -> int:
+    """The ``sqlType`` code TiCDC writes for a column holding ``value``."""
+    code = _JAVA_TYPE.get(ctype.name, 12)
+    if ctype.unsigned and type(value) is int:
+        promotion = _PROMOTION.get(ctype.name)
+        if promotion is not None and value > promotion[0]:
+            return promotion[1]
+    return code
+
+
+def canal_ddl_type(ddl_type: DDLType) -> str:
+    return _DDL_TYPE_NAME.get(ddl_type, "QUERY")
+
+
+def full_type_desc(ctype: ColumnType) -> str:
+    """TiDB's full column type (``GetTypeDesc``), as content-compatible mode writes it.
+
+    Where the type carries no length, TiDB's defaults fill in (``int(11)``, ``int(10)
+    unsigned``, ``decimal(10,0)``, ``bit(1)``, ``year(4)``).
+    """
+    name = ctype.name
+    length = ctype.length
+    if length is None:
+        length = _DEFAULT_WIDTH.get(name)
+        if length is not None and ctype.unsigned and name in _NARROWER_UNSIGNED:
+            length -= 1
+    decimal = ctype.decimal
+    if name == "decimal":
+        params = f"({length if length is not None else 10},{decimal or 0})"
+    elif name in ("float", "double"):
+        params = f"({length},{decimal})" if decimal and length is not None else ""
+    elif name in ("enum", "set"):
+        params = "(" + ",".join("'" + _escape_element(e) + "'" for e in ctype.elements) + ")"
+    elif name in ("datetime", "timestamp", "time"):
+        params = f"({decimal})" if decimal else ""
+    elif name in _NO_PARAMS or length is None:
+        params = ""
+    else:
+        params = f"({length})"
+    suffix = ""
+    if ctype.unsigned and name not in ("bit", "year"):
+        suffix += " unsigned"
+    if ctype.zerofill and name != "year":
+        suffix += " zerofill"
+    return name + params + suffix
+
+
+_DEFAULT_WIDTH = {"tinyint": 4, "smallint": 6, "mediumint": 9, "int": 11, "bigint": 20,
+                  "bit": 1, "year": 4, "char": 1, "binary": 1}
+_NARROWER_UNSIGNED = frozenset(("tinyint", "smallint", "mediumint", "int"))
+_NO_PARAMS = frozenset(("date", "json", "tinytext", "text", "mediumtext", "longtext",
+                        "tinyblob", "blob", "mediumblob", "longblob"))
+
+
+def _escape_element(element: str) -> str:
+    return (element.replace("'", "''").replace("\0", "\\0").replace("\n", "\\n")
+            .replace("\r", "\\r"))
+
+
+def plain_type_desc(ctype: ColumnType) -> str:
+    """The ``mysqlType`` TiCDC writes by default: no parameters, ``unsigned``/``zerofill`` kept."""
+    name = ctype.name
+    if ctype.unsigned and name not in ("bit", "year"):
+        name += " unsigned"
+    if ctype.zerofill and ctype.name != "year":
+        name += " zerofill"
+    return name
+
+
+# --------------------------------------------------------------------------------------------
+# Values
+
+
+def _formatter(ctype: ColumnType) -> Callable[[Any], str]:
+    """Canonical value -> the string in ``data``/``old``."""
+    if ctype.family is Family.BYTES:
+        return _latin1
+    return text_formatter(ctype)
+
+
+def _latin1(value: Any) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+def _parser(ctype: ColumnType) -> Callable[[str], Any]:
+    """The string in ``data``/``old`` -> canonical value."""
+    family = ctype.family
+    if family is Family.BYTES:
+        return lambda text: text.encode("latin-1")
+    if family is Family.ENUM:
+        return lambda text: _member_or_int(text, ctype.enum_index, "ENUM")
+    if family is Family.SET:
+        return lambda text: _member_or_int(text, ctype.set_bits, "SET")
+    if family is Family.FLOAT:
+        return parse_float
+    return text_parser(ctype)
+
+
+def _member_or_int(text: str, lookup: Callable[[str], int | None], what: str) -> int:
+    """TiCDC writes ENUM/SET as their number; other producers may write the member names."""
+    if text.isdigit():
+        return int(text)
+    found = lookup(text)
+    if found is None:
+        raise ValueError(f"{what} value {text!r} is not a number or a known member")
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# Encoder
+
+
+@dataclass(slots=True)
+class _EncodePlan:
+    prefix: bytes  # {"id":0,"database":..,"table":..,"pkNames":[..],"isDdl":false,"type":"
+    columns: tuple[tuple[str, Callable[[Any], str]], ...]
+    sql_types: bytes | None  # constant sqlType object, or None when value-dependent
+    types: tuple[tuple[str, ColumnType], ...]
+    mysql_types: bytes
+
+
+class CanalJSONEncoder:
+    """Encodes events as Canal-JSON messages."""
+
+    protocol = PROTOCOL
+
+    def __init__(
+        self, options: CanalJSONOptions | None = None, clock: Callable[[], int] | None = None
+    ) -> None:
+        self.options = options or CanalJSONOptions()
+        self.clock = clock or _now_ms
+        self._plans: dict[tuple[int, bool], tuple[TableSchema, _EncodePlan]] = {}
+        self._storage = (
+            ClaimCheckStorage(self.options.claim_check_storage_uri)
+            if self.options.large_message_handle_option == "claim-check" else None
+        )
+
+    def encode(self, events: Iterable[Event]) -> list[Message]:
+        out: list[Message] = []
+        for event in events:
+            if isinstance(event, RowChange):
+                out.append(self._row_message(event))
+            elif isinstance(event, DDLEvent):
+                out.append(self._ddl_message(event))
+            elif isinstance(event, Watermark):
+                if self.options.enable_tidb_extension:
+                    out.append(self._watermark_message(event.ts))
+            elif not isinstance(event, Bootstrap):
+                raise EncodeError(f"cannot encode {type(event).__name__} in {PROTOCOL}")
+        return out
+
+    # rows -------------------------------------------------------------------------------
+
+    def _row_message(self, row: RowChange) -> Message:
+        opts = self.options
+        key_only = row.kind is RowKind.DELETE and opts.delete_only_output_handle_key_columns
+        value = compress(self._row_json(row, key_only, b""),
+                         opts.large_message_handle_compression)
+        if len(value) + RECORD_OVERHEAD > opts.max_message_bytes:
+            value = self._large_row(row, value)
+        schema = row.schema
+        return Message(None, value, Route.DISPATCH, schema.database, schema.table, rows=1)
+
+    def _large_row(self, row: RowChange, value: bytes) -> bytes:
+        opts = self.options
+        if opts.large_message_handle_option == "none":
+            raise EncodeError(
+                f"row of {row.schema.qualified_name} at commit ts {row.commit_ts} is "
+                f"{len(value)} bytes, over max-message-bytes={opts.max_message_bytes}; raise it "
+                "or set large-message-handle-option (with enable-tidb-extension=true)"
+            )
+        if self._storage is not None:
+            location = self._storage.write(None, value)
+            marker = b',"claimCheckLocation":' + go_json(orjson.dumps(location))
+        else:
+            marker = b',"onlyHandleKey":true'
+        small = compress(self._row_json(row, True, marker), opts.large_message_handle_compression)
+        if len(small) + RECORD_OVERHEAD > opts.max_message_bytes:
+            raise EncodeError(
+                f"row of {row.schema.qualified_name} is over max-message-bytes even with only "
+                "its handle-key columns"
+            )
+        return small
+
+    def _row_json(self, row: RowChange, key_only: bool, tidb_marker: bytes) -> bytes:
+        before, after = row_images(row)
+        plan = self._plan(row.schema, key_only)
+        if key_only:
+            before = handle_key_image(row, before) if before is not None else None
+            after = handle_key_image(row, after) if after is not None else None
+        kind = row.kind
+        data_image = before if kind is RowKind.DELETE else after
+        data = _text_image(plan.columns, data_image)
+        old = b"null"
+        if kind is RowKind.UPDATE:
+            old_image = before or {}
+            if self.options.updated_old_only:
+                old_image = changed_columns(old_image, after or {})
+            old = b"[" + go_json(orjson.dumps(_text_image(plan.columns, old_image))) + b"]"
+        sql_types = plan.sql_types
+        if sql_types is None:
+            sql_types = _sql_types(plan.types, data_image or {})
+        parts = [
+            plan.prefix, kind.value.encode(), b'","es":', b"%d" % physical_ms(row.commit_ts),
+            b',"ts":', b"%d" % self.clock(), b',"sql":"","sqlType":', sql_types,
+            b',"mysqlType":', plan.mysql_types, b',"old":', old, b',"data":[',
+            go_json(orjson.dumps(data)), b"]",
+        ]
+        if self.options.enable_tidb_extension:
+            parts += (b',"_tidb":{"commitTs":', b"%d" % row.commit_ts, tidb_marker, b"}")
+        parts.append(b"}")
+        return b"".join(parts)
+
+    def _plan(self, schema: TableSchema, key_only: bool) -> _EncodePlan:
+        key = (id(schema), key_only)
+        hit = self._plans.get(key)
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        plan = _build_encode_plan(schema, key_only, self.options.content_compatible)
+        self._plans[key] = (schema, plan)
+        return plan
+
+    # DDL and watermarks -----------------------------------------------------------------
+
+    def _ddl_message(self, ddl: DDLEvent) -> Message:
+        obj = _struct_message(ddl.database, ddl.table, True, canal_ddl_type(ddl.ddl_type),
+                              physical_ms(ddl.commit_ts), self.clock(), ddl.query)
+        if self.options.enable_tidb_extension:
+            obj["_tidb"] = {"commitTs": ddl.commit_ts}
+        value = compress(go_json(orjson.dumps(obj)),
+                         self.options.large_message_handle_compression)
+        return Message(None, value, Route.FIRST_PARTITION, ddl.database, ddl.table)
+
+    def _watermark_message(self, ts: int) -> Message:
+        obj = _struct_message("", "", False, WATERMARK_TYPE, physical_ms(ts), self.clock(), "")
+        obj["_tidb"] = {"watermarkTs": ts}
+        value = compress(orjson.dumps(obj), self.options.large_message_handle_compression)
+        return Message(None, value, Route.ALL_TOPICS)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _struct_message(database: str, table: str, is_ddl: bool, kind: str, es: int, ts: int,
+                    sql: str) -> dict[str, Any]:
+    """DDL and watermark messages: TiCDC marshals a struct, so ``data`` comes before ``old``."""
+    return {
+        "id": 0, "database": database, "table": table, "pkNames": None, "isDdl": is_ddl,
+        "type": kind, "es": es, "ts": ts, "sql": sql, "sqlType": None, "mysqlType": None,
+        "data": None, "old": None,
+    }
+
+
+def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) -> _EncodePlan:
+    columns = schema.columns
+    if key_only:
+        keys = set(schema.handle_key)
+        columns = tuple(c for c in columns if c.name in keys)
+    primary = set(schema.primary_key)
+    pk_names = [c.name for c in schema.columns if c.name in primary]
+    prefix = go_json(
+        b'{"id":0,"database":' + orjson.dumps(schema.database) + b',"table":'
+        + orjson.dumps(schema.table) + b',"pkNames":' + orjson.dumps(pk_names)
+        + b',"isDdl":false,"type":"'
+    )
+    types = tuple((c.name, c.type) for c in columns)
+    promoted = any(t.unsigned and t.name in _PROMOTION for _, t in types)
+    describe = full_type_desc if full_types else plain_type_desc
+    mysql_types = go_json(orjson.dumps({c.name: describe(c.type) for c in columns}))
+    return _EncodePlan(
+        prefix, tuple((c.name, _formatter(c.type)) for c in columns),
+        None if promoted else _sql_types(types, {}), types, mysql_types,
+    )
+
+
+def _sql_types(types: tuple[tuple[str, ColumnType], ...], image: dict[str, Any]) -> bytes:
+    obj = {name: java_sql_type(ctype, image.get(name)) for name, ctype in types}
+    return go_json(orjson.dumps(obj or None))
+
+
+def _text_image(
+    columns: tuple[tuple[str, Callable[[Any], str]], ...], image: dict[str, Any] | None
+) -> dict[str, str | None]:
+    image = image or {}
+    out: dict[str, str | None] = {}
+    for name, fmt in columns:
+        if name in image:
+            value = image[name]
+            out[name] = None if value is None else fmt(value)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Decoder
+
+
+@dataclass(slots=True)
+class _DecodePlan:
+    schema: TableSchema
+    parsers: dict[str, Callable[[str], Any]]
+    temporal: tuple[str, ...]
+
+
+_ROW_KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
+
+
+class CanalJSONDecoder:
+    """Decodes Canal-JSON from TiCDC and from Alibaba Canal."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, options: CanalJSONOptions | None = None) -> None:
+        self.options = options or CanalJSONOptions()
+        self._plans: LRUCache[tuple[Any, ...], _DecodePlan] = LRUCache()
+        self._fsp = TemporalFsp()
+        self._storage = (
+            ClaimCheckStorage(self.options.claim_check_storage_uri)
+            if self.options.claim_check_storage_uri else None
+        )
+
+    def decode(self, message: Message) -> list[Event]:
+        with decoding(PROTOCOL, message):
+            if message.value is None:
+                raise DecodeError("a Canal-JSON message needs a value")
+            value = decompress(message.value, self.options.large_message_handle_compression)
+            return self.decode_object(require_dict(loads(value), "message"))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def decode_object(self, obj: dict[str, Any]) -> list[Event]:
+        """Decode one parsed Canal-JSON object (raises DecodeError without a position)."""
+        kind = obj.get("type")
+        tidb = obj.get("_tidb")
+        tidb = tidb if isinstance(tidb, dict) else {}
+        if obj.get("isDdl") is True:
+            return [self._ddl(obj, tidb)]
+        if kind == WATERMARK_TYPE:
+            return [Watermark(_int(tidb.get("watermarkTs"), "_tidb.watermarkTs"))]
+        row_kind = _ROW_KINDS.get(kind)  # type: ignore[arg-type]
+        if row_kind is None:
+            if isinstance(kind, str) and kind:  # a non-DML statement Canal reports as QUERY
+                return [self._ddl(obj, tidb)]
+            raise DecodeError(f"unknown message type {kind!r}")
+        location = tidb.get("claimCheckLocation")
+        if location:
+            return self._claim_checked(location)
+        return self._rows(obj, row_kind, tidb)
+
+    def _claim_checked(self, location: Any) -> list[Event]:
+        if self._storage is None:
+            raise DecodeError(
+                "message points to claim-check storage; set claim-check-storage-uri to read it"
+            )
+        _key, value = self._storage.read(str(location))
+        value = decompress(value, self.options.large_message_handle_compression)
+        obj = require_dict(loads(value, "claim-check message"), "claim-check message")
+        obj.get("_tidb", {}).pop("claimCheckLocation", None)
+        return self.decode_object(obj)
+
+    def _commit_ts(self, obj: dict[str, Any], tidb: dict[str, Any]) -> int:
+        ts = tidb.get("commitTs")
+        if ts is not None:
+            return _int(ts, "_tidb.commitTs")
+        return compose_ts(_int(obj.get("es") or 0, "es"))
+
+    def _ddl(self, obj: dict[str, Any], tidb: dict[str, Any]) -> DDLEvent:
+        sql = obj.get("sql") or ""
+        if not isinstance(sql, str):
+            raise DecodeError("DDL 'sql' must be a string")
+        ddl_type = classify(sql)
+        if ddl_type is DDLType.NONE:
+            ddl_type = _DDL_TYPE_OF_NAME.get(str(obj.get("type")), DDLType.NONE)
+        return DDLEvent(ddl_type, sql, self._commit_ts(obj, tidb), _str(obj, "database"),
+                        _str(obj, "table"))
+
+    def _rows(self, obj: dict[str, Any], kind: RowKind, tidb: dict[str, Any]) -> list[Event]:
+        data = obj.get("data")
+        if not isinstance(data, list) or not data:
+            raise DecodeError(f"{kind.value} message needs a non-empty 'data' array")
+        old = obj.get("old") if kind is RowKind.UPDATE else None
+        if old is not None and (not isinstance(old, list) or len(old) != len(data)):
+            raise DecodeError("'old' must be an array as long as 'data'")
+        commit_ts = self._commit_ts(obj, tidb)
+        only_key = tidb.get("onlyHandleKey") is True
+        plan = self._plan(obj, require_dict(data[0], "data row"))
+        events: list[Event] = []
+        for i, raw in enumerate(data):
+            raw = require_dict(raw, "data row")
+            image = _image(plan, raw)
+            raw_old = require_dict(old[i], "old row") if old is not None else None
+            schema = plan.schema
+            if plan.temporal:
+                schema = self._fsp.apply(schema, plan.temporal, raw, raw_old)
+            if kind is RowKind.DELETE:
+                events.append(RowChange(kind, schema, commit_ts, before=image,
+                                        handle_key_only=only_key))
+            elif kind is RowKind.INSERT:
+                events.append(RowChange(kind, schema, commit_ts, after=image,
+                                        handle_key_only=only_key))
+            else:
+                before = {**image, **_image(plan, raw_old)} if raw_old is not None else dict(image)
+                events.append(RowChange(kind, schema, commit_ts, before, image,
+                                        handle_key_only=only_key))
+        return events
+
+    def _plan(self, obj: dict[str, Any], first_row: dict[str, Any]) -> _DecodePlan:
+        mysql_types = obj.get("mysqlType")
+        if not isinstance(mysql_types, dict):
+            raise DecodeError("a DML message needs a 'mysqlType' object")
+        names = tuple(first_row)
+        names += tuple(n for n in mysql_types if n not in first_row)
+        pk = obj.get("pkNames") or ()
+        key = (obj.get("database"), obj.get("table"), names,
+               tuple(mysql_types.get(n) for n in names), tuple(pk) if isinstance(pk, list) else pk)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans.put(key, _build_decode_plan(obj, names, mysql_types, pk))
+        return plan
+
+
+def _build_decode_plan(obj: dict[str, Any], names: tuple[str, ...],
+                       mysql_types: dict[str, Any], pk: Any) -> _DecodePlan:
+    if not isinstance(pk, list | tuple) or not all(isinstance(n, str) for n in pk):
+        raise DecodeError("'pkNames' must be an array of column names or null")
+    columns = []
+    for name in names:
+        text = mysql_types.get(name)
+        if not isinstance(text, str):
+            raise DecodeError(f"column {name!r} has no mysqlType")
+        try:
+            ctype = parse_column_type(text)
+        except ValueError as exc:
+            raise DecodeError(f"column {name!r}: {exc}") from None
+        columns.append(Column(name, ctype, nullable=name not in pk))
+    indexes = (Index("PRIMARY", tuple(pk), primary=True, unique=True),) if pk else ()
+    schema = TableSchema(_str(obj, "database"), _str(obj, "table"), tuple(columns), indexes)
+    schema = schema.with_derived_flags()
+    parsers = {c.name: _parser(c.type) for c in schema.columns}
+    return _DecodePlan(schema, parsers, temporal_columns(schema))
+
+
+def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
+    parsers = plan.parsers
+    out = {}
+    for name, text in raw.items():
+        if text is None:
+            out[name] = None
+            continue
+        parse = parsers.get(name)
+        if parse is None:
+            raise DecodeError(f"column {name!r} is not in mysqlType")
+        if type(text) is not str:
+            raise DecodeError(f"column {name!r}: values must be strings or null, got {text!r}")
+        try:
+            out[name] = parse(text)
+        except (ValueError, UnicodeError) as exc:
+            raise DecodeError(f"column {name!r}: {exc}") from None
+    return out
+
+
+def _str(obj: dict[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DecodeError(f"'{name}' must be a string")
+    return value
+
+
+def _int(value: Any, what: str) -> int:
+    if type(value) is not int or value < 0:
+        raise DecodeError(f"'{what}' must be a non-negative integer, got {value!r}")
+    return value
+
+
+register(CodecSpec(PROTOCOL, CanalJSONOptions, CanalJSONEncoder, CanalJSONDecoder,
+                   aliases=("canal_json",)))

@@ -1,0 +1,167 @@
+"""Helpers every codec shares: error wrapping, row image selection, schema caches."""
+
+from __future__ import annotations
+
+import binascii
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, Generic, TypeVar
+
+import orjson
+
+from ticdc_spark.codec.base import Message
+from ticdc_spark.errors import DecodeError
+from ticdc_spark.model import RowChange, RowKind, TableSchema
+from ticdc_spark.types import Family, infer_fsp
+
+__all__ = [
+    "LRUCache",
+    "TemporalFsp",
+    "changed_columns",
+    "decoding",
+    "handle_key_image",
+    "loads",
+]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+# Exceptions that malformed input can raise inside a decoder; all become DecodeError.
+_INPUT_ERRORS = (
+    ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+    UnicodeError, binascii.Error, orjson.JSONDecodeError, RecursionError,
+)
+
+
+@contextmanager
+def decoding(protocol: str, message: Message) -> Iterator[None]:
+    """Turn any error that bad input causes into a DecodeError naming the record."""
+    try:
+        yield
+    except DecodeError as exc:
+        raise exc.at(message.position, protocol) from None
+    except _INPUT_ERRORS as exc:
+        reason = f"missing field {exc.args[0]!r}" if isinstance(exc, KeyError) else (
+            str(exc) or type(exc).__name__
+        )
+        raise DecodeError(
+            reason, protocol=protocol, position=message.position, payload=message.value
+        ) from None
+
+
+def loads(data: bytes | str, what: str = "message") -> Any:
+    """orjson.loads with a reason that says which part was not JSON."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(f"{what} is not valid JSON: {exc}", payload=data) from None
+
+
+def require_dict(value: Any, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise DecodeError(f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+class LRUCache(Generic[K, V]):
+    """A small bounded mapping for schemas and compiled per-schema plans."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self.size = size
+        self._data: OrderedDict[K, V] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> V:
+        self._data[key] = value
+        if len(self._data) > self.size:
+            self._data.popitem(last=False)
+        return value
+
+    def get_or_build(self, key: K, build: Callable[[], V]) -> V:
+        value = self.get(key)
+        return value if value is not None else self.put(key, build())
+
+
+def handle_key_image(row: RowChange, image: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Only the handle-key columns of an image (for handle-key-only messages)."""
+    image = image or {}
+    return {name: image.get(name) for name in row.schema.handle_key if name in image}
+
+
+def changed_columns(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """The columns of ``before`` whose value differs in ``after`` (only-output-updated-columns).
+
+    NULL and non-NULL differ; values compare by canonical value (bytes by bytes).
+    """
+    missing = object()
+    out = {}
+    for name, value in before.items():
+        new = after.get(name, missing)
+        if new is missing or new != value or (new is None) != (value is None):
+            out[name] = value
+    return out
+
+
+def row_images(row: RowChange) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(before, after) with the images a kind must have checked."""
+    if row.kind is not RowKind.INSERT and row.before is None:
+        raise ValueError(f"{row.kind.value} of {row.schema.qualified_name} has no before image")
+    if row.kind is not RowKind.DELETE and row.after is None:
+        raise ValueError(f"{row.kind.value} of {row.schema.qualified_name} has no after image")
+    return row.before, row.after
+
+
+def temporal_columns(schema: TableSchema) -> tuple[str, ...]:
+    """Columns whose fsp the protocol left unknown (DATETIME/TIMESTAMP/TIME)."""
+    return tuple(
+        c.name for c in schema.columns
+        if c.type.family in (Family.DATETIME, Family.TIME) and c.type.decimal is None
+    )
+
+
+class TemporalFsp:
+    """Fills in the fsp of temporal columns from the digits their wire text carries.
+
+    TiCDC prints DATETIME/TIME values with exactly the column's fsp, so the text tells what
+    the protocol's type name (``datetime``) leaves out, and the normalized form can print the
+    value back unchanged.  Schema variants are cached per (schema, fsps).
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._variants: dict[tuple[int, tuple[int, ...]], tuple[TableSchema, TableSchema]] = {}
+
+    def apply(
+        self, schema: TableSchema, names: tuple[str, ...], *raw_images: Mapping[str, Any] | None
+    ) -> TableSchema:
+        fsps = tuple(_first_fsp(name, raw_images) for name in names)
+        key = (id(schema), fsps)
+        hit = self._variants.get(key)
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        if len(self._variants) >= self.size:
+            self._variants.clear()
+        known = {n: f for n, f in zip(names, fsps, strict=True) if f >= 0}
+        columns = tuple(
+            replace(c, type=replace(c.type, decimal=known[c.name])) if c.name in known else c
+            for c in schema.columns
+        )
+        variant = TableSchema(schema.database, schema.table, columns, schema.indexes,
+                              schema.table_id, schema.version)
+        self._variants[key] = (schema, variant)
+        return variant
+
+
+def _first_fsp(name: str, images: tuple[Mapping[str, Any] | None, ...]) -> int:
+    for image in images:
+        text = image.get(name) if image else None
+        if isinstance(text, str):
+            return infer_fsp(text)
+    return -1

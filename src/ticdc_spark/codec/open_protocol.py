@@ -1,0 +1,664 @@
+"""TiCDC Open Protocol (``open-protocol``): binary batches of JSON events.
+
+Layout (see ``shared/spec/open-protocol.ja.txt`` and REFERENCE.md)::
+
+    key   = u64be(1) { u64be(len) keyJSON }*
+    value =          { u64be(len) valueJSON }*      (the i-th value belongs to the i-th key)
+
+Key JSON ``{"ts","scm","tbl","ptn","t","ohk","ccl"}`` (t: 1 row, 2 DDL, 3 resolved).  Row
+values ``{"u":{..},"p":{..}}`` / ``{"d":{..}}`` map column names (sorted bytewise, as TiCDC's
+Go map encoding writes them) to ``{"t":type,"h":true,"f":flags,"v":value}``.  Rows are
+batched up to ``max-batch-size`` rows and ``max-message-bytes``; DDL and resolved events go
+one per message.  The encoder writes what TiCDC v5.x-v8.x (tiflow) writes, byte for byte.
+
+The decoder also reads:
+
+* the legacy layout of TiCDC v4.0.0-v4.0.4: columns without ``f`` whose CHAR/VARCHAR values are
+  base64 (the specification's own example log uses it);
+* old batches that carry DDL and resolved events beside each other (TiCDC's Java example data);
+* keys in any member order (TiCDC's newer pingcap/ticdc writes ``ptn`` after ``t``).
+
+An UPDATE sent with old value off has no ``p`` and decodes as an INSERT (an upsert): nothing
+in the message tells them apart.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, ClassVar
+
+import orjson
+
+from ticdc_spark.codec.base import Message, Route
+from ticdc_spark.codec.common import (
+    LRUCache,
+    TemporalFsp,
+    changed_columns,
+    decoding,
+    handle_key_image,
+    loads,
+    require_dict,
+    row_images,
+    temporal_columns,
+)
+from ticdc_spark.codec.gotext import go_json, go_json_float, go_quote, go_unquote
+from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
+from ticdc_spark.codec.options import CommonOptions, alias
+from ticdc_spark.codec.registry import CodecSpec, register
+from ticdc_spark.errors import ConfigError, DecodeError, EncodeError
+from ticdc_spark.model import (
+    Bootstrap,
+    Column,
+    ColumnFlag,
+    DDLEvent,
+    DDLType,
+    Event,
+    RowChange,
+    RowKind,
+    TableSchema,
+    Watermark,
+)
+from ticdc_spark.types import (
+    ColumnType,
+    Family,
+    parse_decimal,
+    text_formatter,
+    text_parser,
+    to_float32,
+)
+
+__all__ = ["OpenProtocolDecoder", "OpenProtocolEncoder", "OpenProtocolOptions"]
+
+PROTOCOL = "open-protocol"
+BATCH_VERSION = 1
+_U64 = struct.Struct(">Q")
+_ROW, _DDL, _RESOLVED = 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class OpenProtocolOptions(CommonOptions):
+    """Open Protocol options (TiCDC names)."""
+
+    PROTOCOL: ClassVar[str] = PROTOCOL
+
+    max_batch_size: int = 16
+    output_old_value: bool = alias(True, "enable-old-value")
+    only_output_updated_columns: bool = False
+
+    def __post_init__(self) -> None:
+        CommonOptions.__post_init__(self)
+        if self.max_batch_size < 1:
+            raise ConfigError("max-batch-size must be at least 1")
+
+
+# --------------------------------------------------------------------------------------------
+# Type codes: TiDB's mysql.Type* bytes.
+
+_CODE_OF: dict[str, int] = {
+    "tinyint": 1, "smallint": 2, "int": 3, "float": 4, "double": 5, "timestamp": 7,
+    "bigint": 8, "mediumint": 9, "date": 10, "time": 11, "datetime": 12, "year": 13,
+    "varchar": 15, "varbinary": 15, "bit": 16, "vector": 225, "json": 245, "decimal": 246,
+    "enum": 247, "set": 248, "tinytext": 249, "tinyblob": 249, "mediumtext": 250,
+    "mediumblob": 250, "longtext": 251, "longblob": 251, "text": 252, "blob": 252,
+    "char": 254, "binary": 254, "geometry": 255,
+}
+# code -> (name without the binary flag, name with it)
+_NAME_OF: dict[int, tuple[str, str]] = {
+    1: ("tinyint",) * 2, 2: ("smallint",) * 2, 3: ("int",) * 2, 4: ("float",) * 2,
+    5: ("double",) * 2, 6: ("null",) * 2, 7: ("timestamp",) * 2, 8: ("bigint",) * 2,
+    9: ("mediumint",) * 2, 10: ("date",) * 2, 11: ("time",) * 2, 12: ("datetime",) * 2,
+    13: ("year",) * 2, 14: ("date",) * 2, 15: ("varchar", "varbinary"), 16: ("bit",) * 2,
+    225: ("vector",) * 2, 245: ("json",) * 2, 246: ("decimal",) * 2, 247: ("enum",) * 2,
+    248: ("set",) * 2, 249: ("tinytext", "tinyblob"), 250: ("mediumtext", "mediumblob"),
+    251: ("longtext", "longblob"), 252: ("text", "blob"), 253: ("varchar", "varbinary"),
+    254: ("char", "binary"), 255: ("geometry",) * 2,
+}
+_BASE64_CODES = frozenset((249, 250, 251, 252))  # BLOB and TEXT share these: always base64
+_QUOTED_CODES = frozenset((15, 253, 254))  # CHAR/VARCHAR: Go-quoted when binary
+_SIGNED_FAMILIES = frozenset((Family.INTEGER, Family.FLOAT, Family.DOUBLE, Family.DECIMAL))
+
+
+def _column_type(code: int, flags: int) -> ColumnType:
+    names = _NAME_OF.get(code)
+    if names is None:
+        return ColumnType(f"type{code}")
+    ctype = ColumnType(names[1] if flags & ColumnFlag.BINARY else names[0])
+    if flags & ColumnFlag.UNSIGNED and ctype.family in _SIGNED_FAMILIES:
+        ctype = ColumnType(ctype.name, unsigned=True)
+    return ctype
+
+
+# --------------------------------------------------------------------------------------------
+# Values: canonical <-> the JSON value in "v".
+
+
+def _wire_encoder(ctype: ColumnType, code: int) -> Callable[[Any], Any]:
+    family = ctype.family
+    if code in _BASE64_CODES:
+        return lambda v: base64.b64encode(v if isinstance(v, bytes) else v.encode()).decode()
+    if family is Family.BYTES:  # BINARY/VARBINARY
+        return go_quote
+    if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
+        return _identity
+    if family is Family.FLOAT:
+        return lambda v: orjson.Fragment(go_json_float(v, 32))
+    if family is Family.DOUBLE:
+        return lambda v: orjson.Fragment(go_json_float(v, 64))
+    if family is Family.UNKNOWN:
+        return lambda v: v.decode("latin-1") if isinstance(v, bytes) else v
+    return text_formatter(ctype)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _wire_decoder(ctype: ColumnType, code: int, legacy: bool) -> Callable[[Any], Any]:
+    family = ctype.family
+    if code in _BASE64_CODES:
+        return _from_base64 if family is Family.BYTES else _text_from_base64
+    if code in _QUOTED_CODES:
+        if legacy:
+            return _legacy_string
+        return _from_go_quoted if family is Family.BYTES else _expect_str
+    if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
+        return _lenient_int
+    if family is Family.FLOAT:
+        return lambda v: to_float32(_number(v))
+    if family is Family.DOUBLE:
+        return _number
+    if family is Family.DECIMAL:
+        return lambda v: parse_decimal(v) if isinstance(v, str) else Decimal(str(v))
+    if family in (Family.DATE, Family.DATETIME, Family.TIME):
+        parse = text_parser(ctype)
+        return lambda v: parse(_expect_str(v))
+    if family is Family.JSON:
+        return lambda v: v if isinstance(v, str) else orjson.dumps(v).decode()
+    return _identity
+
+
+def _lenient_int(value: Any) -> Any:
+    """An integer; a string that is not one is kept as written (hand-made producers such as
+    TiCDC's own Java example data put strings in integer columns)."""
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise DecodeError(f"expected an integer, got {value!r}")
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        return float(value)
+    raise DecodeError(f"expected a number, got {value!r}")
+
+
+def _expect_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise DecodeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _from_base64(value: Any) -> bytes:
+    return base64.b64decode(_expect_str(value), validate=True)
+
+
+def _text_from_base64(value: Any) -> str:
+    return _from_base64(value).decode("utf-8")
+
+
+def _from_go_quoted(value: Any) -> bytes:
+    return go_unquote(_expect_str(value))
+
+
+def _legacy_string(value: Any) -> str | bytes:
+    """TiCDC v4.0.0-v4.0.4 wrote CHAR/VARCHAR as base64 of the raw bytes (Go []byte).
+
+    Values filled from a column default were plain strings then, so text that is not base64
+    is kept as written; decoded bytes that are not UTF-8 stay bytes.
+    """
+    text = _expect_str(value)
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return text
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+# --------------------------------------------------------------------------------------------
+# Encoder
+
+
+@dataclass(slots=True)
+class _ColumnPlan:
+    name: str
+    code: int
+    flags: int
+    handle: bool
+    encode: Callable[[Any], Any]
+
+
+class OpenProtocolEncoder:
+    """Encodes events as Open Protocol messages, batching rows."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, options: OpenProtocolOptions | None = None) -> None:
+        self.options = options or OpenProtocolOptions()
+        self._plans: LRUCache[int, tuple[TableSchema, list[_ColumnPlan]]] = LRUCache()
+        self._storage = (
+            ClaimCheckStorage(self.options.claim_check_storage_uri)
+            if self.options.large_message_handle_option == "claim-check" else None
+        )
+
+    def encode(self, events: Iterable[Event]) -> list[Message]:
+        out: list[Message] = []
+        batch = _Batch()
+        for event in events:
+            if isinstance(event, RowChange):
+                self._append_row(event, batch, out)
+                continue
+            batch.flush_into(out)
+            if isinstance(event, DDLEvent):
+                out.append(self._ddl_message(event))
+            elif isinstance(event, Watermark):
+                out.append(self._resolved_message(event.ts))
+            elif not isinstance(event, Bootstrap):  # bootstrap is Simple-only: nothing to send
+                raise EncodeError(f"cannot encode {type(event).__name__} in {PROTOCOL}")
+        batch.flush_into(out)
+        return out
+
+    # rows ---------------------------------------------------------------------------------
+
+    def _append_row(self, row: RowChange, batch: _Batch, out: list[Message]) -> None:
+        key, value = self._row_json(row, key_only=False)
+        opts = self.options
+        if len(key) + len(value) + RECORD_OVERHEAD + 16 + 8 > opts.max_message_bytes:
+            key, value = self._large_row(row, key, value)
+        if batch.rows and (
+            batch.rows >= opts.max_batch_size
+            or batch.size + 16 + len(key) + len(value) > opts.max_message_bytes
+        ):
+            batch.flush_into(out)
+        batch.add(key, value, row)
+
+    def _large_row(self, row: RowChange, key: bytes, value: bytes) -> tuple[bytes, bytes]:
+        option = self.options.large_message_handle_option
+        if option == "none":
+            raise EncodeError(
+                f"row of {row.schema.qualified_name} at commit ts {row.commit_ts} is "
+                f"{len(key) + len(value)} bytes, over max-message-bytes="
+                f"{self.options.max_message_bytes}; raise it or set "
+                "large-message-handle-option"
+            )
+        location = None
+        if self._storage is not None:
+            location = self._storage.write(_frame_key([key]), _frame_values([value]))
+        small_key, small_value = self._row_json(row, key_only=True, claim_check=location)
+        size = len(small_key) + len(small_value) + RECORD_OVERHEAD + 24
+        if size > self.options.max_message_bytes:
+            raise EncodeError(
+                f"row of {row.schema.qualified_name} is over max-message-bytes even with only "
+                "its handle-key columns"
+            )
+        return small_key, small_value
+
+    def _row_json(
+        self, row: RowChange, *, key_only: bool, claim_check: str | None = None
+    ) -> tuple[bytes, bytes]:
+        schema = row.schema
+        key_obj: dict[str, Any] = {"ts": row.commit_ts}
+        if schema.database:
+            key_obj["scm"] = schema.database
+        if schema.table:
+            key_obj["tbl"] = schema.table
+        if row.partition_id is not None:
+            key_obj["ptn"] = row.partition_id
+        key_obj["t"] = _ROW
+        if key_only and claim_check is None:
+            key_obj["ohk"] = True
+        if claim_check is not None:
+            key_obj["ccl"] = claim_check
+        plan = self._plan(schema)
+        value_obj = self._row_value(row, plan, key_only)
+        value = go_json(orjson.dumps(value_obj))
+        method = self.options.large_message_handle_compression
+        return go_json(orjson.dumps(key_obj)), compress(value, method)
+
+    def _row_value(self, row: RowChange, plan: list[_ColumnPlan], key_only: bool) -> dict:
+        before, after = row_images(row)
+        opts = self.options
+        if key_only or (row.kind is RowKind.DELETE and opts.delete_only_output_handle_key_columns):
+            before = handle_key_image(row, before) if before is not None else None
+            after = handle_key_image(row, after) if after is not None else None
+            if not (before or after):
+                raise EncodeError(f"{row.schema.qualified_name} has no handle-key columns")
+        if row.kind is RowKind.DELETE:
+            return {"d": _columns_json(plan, before)}
+        value: dict[str, Any] = {"u": _columns_json(plan, after)}
+        if row.kind is RowKind.UPDATE and opts.output_old_value and before is not None:
+            old = before
+            if opts.only_output_updated_columns:
+                old = changed_columns(before, after or {})
+            if old:
+                value["p"] = _columns_json(plan, old)
+        return value
+
+    def _plan(self, schema: TableSchema) -> list[_ColumnPlan]:
+        hit = self._plans.get(id(schema))
+        if hit is not None and hit[0] is schema:
+            return hit[1]
+        derived = schema.with_derived_flags()
+        plan = []
+        for column, wire in sorted(
+            zip(schema.columns, derived.columns, strict=True), key=lambda p: p[0].name.encode()
+        ):
+            flags = int(column.flags | wire.flags)
+            code = _CODE_OF.get(column.type.name, 15)
+            plan.append(_ColumnPlan(
+                column.name, code, flags, bool(flags & ColumnFlag.HANDLE_KEY),
+                _wire_encoder(column.type, code),
+            ))
+        self._plans.put(id(schema), (schema, plan))
+        return plan
+
+    # DDL and resolved ---------------------------------------------------------------------
+
+    def _ddl_message(self, ddl: DDLEvent) -> Message:
+        key_obj: dict[str, Any] = {"ts": ddl.commit_ts}
+        if ddl.database:
+            key_obj["scm"] = ddl.database
+        if ddl.table:
+            key_obj["tbl"] = ddl.table
+        key_obj["t"] = _DDL
+        value = go_json(orjson.dumps({"q": ddl.query, "t": int(ddl.ddl_type)}))
+        value = compress(value, self.options.large_message_handle_compression)
+        return Message(
+            _frame_key([go_json(orjson.dumps(key_obj))]), _frame_values([value]),
+            Route.ALL_PARTITIONS, ddl.database, ddl.table,
+        )
+
+    def _resolved_message(self, ts: int) -> Message:
+        key = orjson.dumps({"ts": ts, "t": _RESOLVED})
+        return Message(_frame_key([key]), _U64.pack(0), Route.ALL_TOPICS)
+
+
+def _columns_json(plan: list[_ColumnPlan], image: dict[str, Any] | None) -> dict[str, Any]:
+    image = image or {}
+    out: dict[str, Any] = {}
+    for col in plan:
+        if col.name not in image:
+            continue
+        value = image[col.name]
+        entry: dict[str, Any] = {"t": col.code}
+        if col.handle:
+            entry["h"] = True
+        entry["f"] = col.flags
+        entry["v"] = None if value is None else col.encode(value)
+        out[col.name] = entry
+    return out
+
+
+class _Batch:
+    """The message being filled: keys and values with their running size (TiCDC's count)."""
+
+    __slots__ = ("database", "keys", "rows", "size", "table", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.values: list[bytes] = []
+        self.rows = 0
+        self.size = 8 + RECORD_OVERHEAD
+        self.database = self.table = ""
+
+    def add(self, key: bytes, value: bytes, row: RowChange) -> None:
+        if not self.rows:
+            self.database, self.table = row.schema.database, row.schema.table
+        self.keys.append(key)
+        self.values.append(value)
+        self.rows += 1
+        self.size += 16 + len(key) + len(value)
+
+    def flush_into(self, out: list[Message]) -> None:
+        if not self.rows:
+            return
+        out.append(Message(
+            _frame_key(self.keys), _frame_values(self.values), Route.DISPATCH,
+            self.database, self.table, rows=self.rows,
+        ))
+        self.__init__()  # type: ignore[misc]
+
+
+def _frame_key(keys: list[bytes]) -> bytes:
+    parts = [_U64.pack(BATCH_VERSION)]
+    for key in keys:
+        parts += (_U64.pack(len(key)), key)
+    return b"".join(parts)
+
+
+def _frame_values(values: list[bytes]) -> bytes:
+    parts = []
+    for value in values:
+        parts += (_U64.pack(len(value)), value)
+    return b"".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Decoder
+
+
+@dataclass(slots=True)
+class _RowPlan:
+    schema: TableSchema
+    decoders: dict[str, Callable[[Any], Any]]
+    temporal: tuple[str, ...]
+
+
+class OpenProtocolDecoder:
+    """Decodes Open Protocol messages (current, legacy, and mixed old batches)."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, options: OpenProtocolOptions | None = None) -> None:
+        self.options = options or OpenProtocolOptions()
+        self._plans: LRUCache[tuple[Any, ...], _RowPlan] = LRUCache()
+        self._fsp = TemporalFsp()
+        self._storage = (
+            ClaimCheckStorage(self.options.claim_check_storage_uri)
+            if self.options.claim_check_storage_uri else None
+        )
+
+    def decode(self, message: Message) -> list[Event]:
+        with decoding(PROTOCOL, message):
+            if message.key is None:
+                raise DecodeError("an Open Protocol message needs a key")
+            return list(self._events(message.key, message.value or b""))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _events(self, key: bytes, value: bytes) -> Iterator[Event]:
+        if len(key) < 8:
+            raise DecodeError(f"key has {len(key)} bytes, shorter than the 8-byte version")
+        version = _U64.unpack_from(key)[0]
+        if version != BATCH_VERSION:
+            raise DecodeError(f"unsupported batch version {version} (expected 1)")
+        keys, values = _entries(key, 8, "key"), _entries(value, 0, "value")
+        for key_json in keys:
+            key_obj = require_dict(loads(key_json, "event key"), "event key")
+            value_json = next(values, None)
+            yield self._event(key_obj, value_json)
+        if next(values, None) is not None:
+            raise DecodeError("value has more entries than key")
+
+    def _event(self, key: dict[str, Any], value: bytes | None) -> Event:
+        kind = key.get("t")
+        if kind is None:  # no type: classify by the value, as TiCDC's Java example does
+            kind = _guess_kind(value)
+        ts = key.get("ts")
+        if type(ts) is not int or ts < 0:
+            raise DecodeError(f"event key has no valid ts: {ts!r}")
+        if kind == _RESOLVED:
+            return Watermark(ts)
+        if value is None:
+            raise DecodeError("key has more entries than value")
+        value = decompress(value, self.options.large_message_handle_compression)
+        if kind == _DDL:
+            obj = require_dict(loads(value, "DDL value"), "DDL value")
+            return DDLEvent(
+                DDLType(int(obj.get("t") or 0)), _expect_str(obj["q"]), ts,
+                _str_field(key, "scm"), _str_field(key, "tbl"),
+            )
+        if kind != _ROW:
+            raise DecodeError(f"unknown event type t={kind!r}")
+        if key.get("ccl"):
+            return self._claim_checked(key)
+        return self._row(key, require_dict(loads(value, "row value"), "row value"), ts)
+
+    def _claim_checked(self, key: dict[str, Any]) -> Event:
+        if self._storage is None:
+            raise DecodeError(
+                "message points to claim-check storage; set claim-check-storage-uri to read it"
+            )
+        full_key, full_value = self._storage.read(_expect_str(key["ccl"]))
+        events = list(self._events(full_key or b"", full_value))
+        if len(events) != 1:
+            raise DecodeError("claim-check file must hold exactly one event")
+        return events[0]
+
+    def _row(self, key: dict[str, Any], value: dict[str, Any], ts: int) -> RowChange:
+        deleted = value.get("d")
+        if deleted:
+            kind, columns = RowKind.DELETE, require_dict(deleted, "d")
+        else:
+            columns = require_dict(value.get("u"), "u")
+            kind = RowKind.UPDATE if value.get("p") is not None else RowKind.INSERT
+        plan = self._plan(key, columns)
+        image = _image(plan, columns)
+        before = after = None
+        old_raw = None
+        if kind is RowKind.DELETE:
+            before = image
+        else:
+            after = image
+            if kind is RowKind.UPDATE:
+                old_raw = require_dict(value["p"], "p")
+                before = {**after, **_image(plan, old_raw)}  # p may hold only changed columns
+        schema = plan.schema
+        if plan.temporal:
+            schema = self._fsp.apply(schema, plan.temporal, _raw(columns), _raw(old_raw))
+        partition = key.get("ptn")
+        return RowChange(
+            kind, schema, ts, before, after,
+            partition_id=partition if type(partition) is int else None,
+            handle_key_only=bool(key.get("ohk")),
+        )
+
+    def _plan(self, key: dict[str, Any], columns: dict[str, Any]) -> _RowPlan:
+        shape = tuple(
+            (name, c.get("t"), c.get("f"), c.get("h")) if isinstance(c, dict) else (name,)
+            for name, c in columns.items()
+        )
+        cache_key = (key.get("scm"), key.get("tbl"), shape)
+        plan = self._plans.get(cache_key)
+        if plan is None:
+            plan = self._plans.put(cache_key, _build_plan(key, shape))
+        return plan
+
+
+def _build_plan(key: dict[str, Any], shape: tuple[tuple[Any, ...], ...]) -> _RowPlan:
+    columns = []
+    decoders = {}
+    for entry in shape:
+        if len(entry) != 4:
+            raise DecodeError(f"column {entry[0]!r} must be a JSON object")
+        name, code, flags, handle = entry
+        if type(code) is not int:
+            raise DecodeError(f"column {name!r} has no type code")
+        legacy = flags is None
+        if not legacy and type(flags) is not int:
+            raise DecodeError(f"column {name!r} has a bad flag {flags!r}")
+        bits = ColumnFlag(flags & 0xFF) if not legacy else ColumnFlag.NONE
+        if handle is True:
+            bits |= ColumnFlag.HANDLE_KEY
+        ctype = _column_type(code, bits)
+        nullable = bool(bits & ColumnFlag.NULLABLE) or legacy
+        columns.append(Column(name, ctype, nullable=nullable,
+                              generated=bool(bits & ColumnFlag.GENERATED), flags=bits))
+        decoders[name] = _wire_decoder(ctype, code, legacy)
+    schema = TableSchema(_str_field(key, "scm"), _str_field(key, "tbl"), tuple(columns))
+    return _RowPlan(schema, decoders, temporal_columns(schema))
+
+
+def _image(plan: _RowPlan, columns: dict[str, Any]) -> dict[str, Any]:
+    decoders = plan.decoders
+    out = {}
+    for name, column in columns.items():
+        if not isinstance(column, dict):
+            raise DecodeError(f"column {name!r} must be a JSON object")
+        decode = decoders.get(name)
+        if decode is None:
+            raise DecodeError(f"column {name!r} of the old image is not in the new image")
+        value = column.get("v")
+        try:
+            out[name] = None if value is None else decode(value)
+        except DecodeError as exc:
+            raise DecodeError(f"column {name!r}: {exc.reason}") from None
+        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+            raise DecodeError(f"column {name!r}: {exc}") from None
+    return out
+
+
+def _raw(columns: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not columns:
+        return None
+    return {n: c.get("v") for n, c in columns.items() if isinstance(c, dict)}
+
+
+def _guess_kind(value: bytes | None) -> int:
+    if not value:
+        return _RESOLVED
+    obj = loads(value, "event value")
+    if isinstance(obj, dict) and "q" in obj:
+        return _DDL
+    return _ROW
+
+
+def _str_field(obj: dict[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if value is None:
+        return ""
+    return _expect_str(value)
+
+
+def _entries(data: bytes, start: int, what: str) -> Iterator[bytes]:
+    """Walk ``u64be(len) bytes`` entries, never trusting a length beyond the data."""
+    pos, end = start, len(data)
+    while pos < end:
+        if end - pos < 8:
+            raise DecodeError(f"{what} ends inside a length prefix at byte {pos}")
+        length = _U64.unpack_from(data, pos)[0]
+        pos += 8
+        if length > end - pos:
+            raise DecodeError(
+                f"{what} entry at byte {pos - 8} claims {length} bytes, only {end - pos} remain"
+            )
+        yield data[pos : pos + length]
+        pos += length
+
+
+register(CodecSpec(PROTOCOL, OpenProtocolOptions, OpenProtocolEncoder, OpenProtocolDecoder,
+                   aliases=("open", "default")))

@@ -1,0 +1,75 @@
+"""The registry: TiCDC's protocol names mapped to their codecs and options.
+
+>>> from ticdc_spark.codec import make_decoder
+>>> decoder = make_decoder("canal-json", {"enable-tidb-extension": "true"})
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ticdc_spark.codec.base import Decoder, Encoder
+from ticdc_spark.codec.options import parse_options
+from ticdc_spark.errors import UnknownProtocolError
+
+__all__ = ["CodecSpec", "get_codec", "make_decoder", "make_encoder", "protocols", "register"]
+
+
+@dataclass(frozen=True, slots=True)
+class CodecSpec:
+    """What a protocol module registers: its options class and how to build its codecs."""
+
+    name: str
+    options: type[Any]
+    encoder: Callable[[Any], Encoder]
+    decoder: Callable[[Any], Decoder]
+    aliases: tuple[str, ...] = ()
+
+    def parse_options(self, values: Mapping[str, Any] | None) -> Any:
+        return parse_options(self.options, values)
+
+
+_REGISTRY: dict[str, CodecSpec] = {}
+# Protocol modules register themselves on import; these are imported on first lookup.
+_BUILTIN_MODULES = ("ticdc_spark.codec.open_protocol", "ticdc_spark.codec.canal_json")
+
+
+def register(spec: CodecSpec) -> CodecSpec:
+    for name in (spec.name, *spec.aliases):
+        _REGISTRY[name] = spec
+    return spec
+
+
+def _load_builtins() -> None:
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+
+
+def protocols() -> list[str]:
+    """The registered protocol names (not aliases)."""
+    _load_builtins()
+    return sorted({spec.name for spec in _REGISTRY.values()})
+
+
+def get_codec(name: str) -> CodecSpec:
+    """The codec registered under a TiCDC protocol name such as ``canal-json``."""
+    _load_builtins()
+    spec = _REGISTRY.get(name.strip().lower())
+    if spec is None:
+        raise UnknownProtocolError(
+            f"unknown protocol {name!r}; valid protocols: {', '.join(protocols())}"
+        )
+    return spec
+
+
+def make_encoder(name: str, options: Mapping[str, Any] | None = None) -> Encoder:
+    spec = get_codec(name)
+    return spec.encoder(spec.parse_options(options))
+
+
+def make_decoder(name: str, options: Mapping[str, Any] | None = None) -> Decoder:
+    spec = get_codec(name)
+    return spec.decoder(spec.parse_options(options))

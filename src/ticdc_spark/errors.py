@@ -1,0 +1,93 @@
+"""The exceptions of ticdc-spark: one base class and a few precise kinds.
+
+Every error a decoder raises on bad input is a :class:`DecodeError` naming the record (topic,
+partition and offset, or the line of a file) and the reason, so a pipeline can route it to a
+dead-letter output and a person can find the message.  Nothing else may escape a decoder.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CaptureError",
+    "ConfigError",
+    "DecodeError",
+    "EncodeError",
+    "TiCDCSparkError",
+    "UnknownProtocolError",
+]
+
+_PAYLOAD_EXCERPT = 120
+
+
+class TiCDCSparkError(Exception):
+    """Base class of every error ticdc-spark raises on purpose."""
+
+
+class ConfigError(TiCDCSparkError, ValueError):
+    """An option or setting is unknown, malformed or conflicts with another one."""
+
+
+class UnknownProtocolError(ConfigError):
+    """A protocol name that no codec is registered under."""
+
+
+class EncodeError(TiCDCSparkError):
+    """An event cannot be written in the chosen protocol (e.g. a message over max-message-bytes)."""
+
+
+class CaptureError(TiCDCSparkError):
+    """A capture file line is not a valid capture record."""
+
+    def __init__(self, reason: str, *, line: int | None = None, source: str = "") -> None:
+        self.reason = reason
+        self.line = line
+        self.source = source
+        where = f"{source or 'input'} line {line}" if line is not None else (source or "input")
+        super().__init__(f"{where}: {reason}")
+
+
+class DecodeError(TiCDCSparkError):
+    """A message could not be decoded.
+
+    Attributes:
+        protocol: the protocol name (``canal-json``, ...).
+        position: where the record came from: ``topic/partition@offset`` or ``line N``.
+        reason: what is wrong, in words.
+        payload: a short excerpt of the offending bytes (never the whole message).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        protocol: str = "",
+        position: str = "",
+        payload: bytes | str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.protocol = protocol
+        self.position = position
+        self.payload = _excerpt(payload)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        head = f"{self.protocol} message" if self.protocol else "message"
+        where = f" at {self.position}" if self.position else ""
+        tail = f" (payload starts {self.payload!r})" if self.payload else ""
+        return f"cannot decode {head}{where}: {self.reason}{tail}"
+
+    def at(self, position: str, protocol: str | None = None) -> DecodeError:
+        """Return this error with the record position (and protocol) filled in."""
+        if not self.position:
+            self.position = position
+        if protocol and not self.protocol:
+            self.protocol = protocol
+        self.args = (self._render(),)
+        return self
+
+
+def _excerpt(payload: bytes | str | None) -> bytes | None:
+    if payload is None:
+        return None
+    raw = payload.encode("utf-8", "replace") if isinstance(payload, str) else bytes(payload)
+    return raw[:_PAYLOAD_EXCERPT]

@@ -1,0 +1,579 @@
+"""The MySQL type system: column types, their canonical Python values, and their text form.
+
+Every codec converts between its wire form and *one* canonical Python value per type; none
+invents its own.  The canonical values are:
+
+==========================================  ===================================================
+MySQL type                                  canonical Python value
+==========================================  ===================================================
+TINYINT .. BIGINT, signed and unsigned,     ``int`` (unsigned BIGINT up to 2**64-1)
+BOOL (= TINYINT(1)), YEAR
+FLOAT                                       ``float`` holding a float32 value (rounded on entry)
+DOUBLE                                      ``float``
+DECIMAL(M,D)                                ``decimal.Decimal``, exact, keeps its scale
+CHAR, VARCHAR, TINYTEXT .. LONGTEXT         ``str``
+BINARY, VARBINARY, TINYBLOB .. LONGBLOB     ``bytes``
+DATE                                        ``datetime.date`` or :class:`ZeroDate`
+DATETIME, TIMESTAMP                         naive ``datetime.datetime`` or :class:`ZeroDate`
+TIME                                        ``datetime.timedelta`` (negative and > 24 h allowed)
+ENUM                                        ``int``: the 1-based index (0 is MySQL's '' error)
+SET                                         ``int``: the bitmask of the members
+BIT(M)                                      ``int``, unsigned
+JSON                                        ``str``: the JSON text as TiDB prints it
+NULL                                        ``None``
+==========================================  ===================================================
+
+ENUM and SET names are available through :meth:`ColumnType.enum_name` and
+:meth:`ColumnType.set_names` when the column's elements are known.  Fractional seconds live
+in the value (microseconds); how many digits to print (the fsp) lives in
+``ColumnType.decimal``.  TIMESTAMP values are wall-clock times in the time zone the producer
+used (TiCDC's changefeed time zone); they carry no zone of their own.
+
+The *text form* of a value is MySQL's own rendering of it, as TiCDC writes it in its
+all-string protocols: integers in decimal, DECIMAL without exponent, temporal values with the
+column's fsp, ENUM as its index and SET as its bitmask, BIT as an unsigned integer.  Binary
+values have no text form here: every protocol encodes bytes its own way (Latin-1, base64,
+Go-quoted), so codecs supply that converter themselves.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import math
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+__all__ = [
+    "ColumnType",
+    "Family",
+    "ZeroDate",
+    "format_time",
+    "parse_column_type",
+    "text_formatter",
+    "text_parser",
+    "to_float32",
+]
+
+
+class Family(enum.Enum):
+    """How values of a MySQL type are represented: the unit every conversion table keys on."""
+
+    INTEGER = "integer"
+    FLOAT = "float"
+    DOUBLE = "double"
+    DECIMAL = "decimal"
+    STRING = "string"
+    BYTES = "bytes"
+    DATE = "date"
+    DATETIME = "datetime"
+    TIME = "time"
+    YEAR = "year"
+    ENUM = "enum"
+    SET = "set"
+    BIT = "bit"
+    JSON = "json"
+    UNKNOWN = "unknown"
+
+
+_FAMILY_OF: dict[str, Family] = {
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "bigint"), Family.INTEGER),
+    "float": Family.FLOAT,
+    "double": Family.DOUBLE,
+    "decimal": Family.DECIMAL,
+    **dict.fromkeys(
+        ("char", "varchar", "tinytext", "text", "mediumtext", "longtext"), Family.STRING
+    ),
+    **dict.fromkeys(
+        ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"), Family.BYTES
+    ),
+    "date": Family.DATE,
+    "datetime": Family.DATETIME,
+    "timestamp": Family.DATETIME,
+    "time": Family.TIME,
+    "year": Family.YEAR,
+    "enum": Family.ENUM,
+    "set": Family.SET,
+    "bit": Family.BIT,
+    "json": Family.JSON,
+}
+
+# Spellings MySQL accepts for the canonical names above.
+_ALIASES = {
+    "integer": "int",
+    "int1": "tinyint",
+    "int2": "smallint",
+    "int3": "mediumint",
+    "int4": "int",
+    "int8": "bigint",
+    "middleint": "mediumint",
+    "numeric": "decimal",
+    "dec": "decimal",
+    "fixed": "decimal",
+    "real": "double",
+    "double precision": "double",
+    "float4": "float",
+    "float8": "double",
+    "character": "char",
+    "character varying": "varchar",
+    "var_string": "varchar",
+    "long varchar": "mediumtext",
+    "long varbinary": "mediumblob",
+}
+
+# Integer ranges, for checks and for the value-dependent codes of some protocols.
+INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnType:
+    """A MySQL column type: ``decimal(10,4)``, ``int(10) unsigned``, ``enum('a','b')``.
+
+    ``length`` is MySQL's flen (display width, character length, BIT width, DECIMAL
+    precision); ``decimal`` is the scale of DECIMAL/FLOAT/DOUBLE and the fsp of temporal types.
+    ``None`` means the protocol did not say.
+    """
+
+    name: str
+    unsigned: bool = False
+    zerofill: bool = False
+    length: int | None = None
+    decimal: int | None = None
+    elements: tuple[str, ...] = ()
+    charset: str | None = None
+    collation: str | None = None
+
+    @property
+    def family(self) -> Family:
+        return _FAMILY_OF.get(self.name, Family.UNKNOWN)
+
+    @property
+    def is_binary(self) -> bool:
+        """Values are bytes (BINARY, VARBINARY and the BLOB family)."""
+        return self.family is Family.BYTES
+
+    @property
+    def is_bool(self) -> bool:
+        """TiDB's BOOL/BOOLEAN: TINYINT(1)."""
+        return self.name == "tinyint" and self.length == 1
+
+    @property
+    def base_name(self) -> str:
+        """The type without parameters, keeping ``unsigned``/``zerofill`` (``int unsigned``)."""
+        return self.name + (" unsigned" if self.unsigned else "") + (
+            " zerofill" if self.zerofill else ""
+        )
+
+    def sql(self) -> str:
+        """The full column type as MySQL prints it: ``int(10) unsigned``, ``enum('a','b')``."""
+        return self.name + _params_sql(self) + (" unsigned" if self.unsigned else "") + (
+            " zerofill" if self.zerofill else ""
+        )
+
+    def enum_name(self, index: int) -> str | None:
+        """The ENUM member an index names, or None when elements are unknown or out of range."""
+        if 1 <= index <= len(self.elements):
+            return self.elements[index - 1]
+        return "" if index == 0 and self.elements else None
+
+    def enum_index(self, name: str) -> int | None:
+        """The 1-based index of an ENUM member (case-insensitive, as MySQL compares them)."""
+        folded = name.casefold()
+        for position, element in enumerate(self.elements, 1):
+            if element.casefold() == folded:
+                return position
+        return None
+
+    def set_names(self, bits: int) -> tuple[str, ...] | None:
+        """The SET members a bitmask names, or None when elements are unknown."""
+        if not self.elements or bits >> len(self.elements):
+            return None
+        return tuple(e for i, e in enumerate(self.elements) if bits >> i & 1)
+
+    def set_bits(self, names: str) -> int | None:
+        """The bitmask of a comma-separated member list such as ``a,b``."""
+        bits = 0
+        for name in filter(None, names.split(",")):
+            index = self.enum_index(name)
+            if index is None:
+                return None
+            bits |= 1 << (index - 1)
+        return bits
+
+    def int_range(self) -> tuple[int, int]:
+        """The inclusive value range of an integer type."""
+        bits = INT_BITS[self.name]
+        if self.unsigned:
+            return 0, (1 << bits) - 1
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def _params_sql(ctype: ColumnType) -> str:
+    family = ctype.family
+    if family in (Family.ENUM, Family.SET):
+        quoted = ",".join("'" + e.replace("'", "''") + "'" for e in ctype.elements)
+        return f"({quoted})"
+    if family in (Family.DECIMAL, Family.FLOAT, Family.DOUBLE):
+        if ctype.length is not None and ctype.decimal is not None:
+            return f"({ctype.length},{ctype.decimal})"
+        return f"({ctype.length})" if ctype.length is not None and family is Family.DECIMAL else ""
+    if family in (Family.DATETIME, Family.TIME):
+        return f"({ctype.decimal})" if ctype.decimal else ""
+    if ctype.length is not None and ctype.name not in _NO_LENGTH:
+        return f"({ctype.length})"
+    return ""
+
+
+_NO_LENGTH = frozenset(
+    ("tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob",
+     "json", "date")
+)
+
+_TYPE_RE = re.compile(
+    r"""^\s*(?P<name>[a-z_0-9]+(?:\s+(?:precision|varying|varchar|varbinary))?)\s*
+        (?:\((?P<params>.*)\))?\s*(?P<rest>[a-z_0-9\s]*)$""",
+    re.IGNORECASE | re.VERBOSE | re.DOTALL,
+)
+_ELEMENT_RE = re.compile(r"'((?:[^'\\]|''|\\.)*)'", re.DOTALL)
+
+
+@lru_cache(maxsize=4096)
+def parse_column_type(text: str) -> ColumnType:
+    """Parse a MySQL column type string (``int(10) unsigned``, ``enum('a','b')``, ``bool``).
+
+    Unknown type names are kept (family UNKNOWN, values pass through as text) so that a decoder
+    never fails on a type newer than this library.  Raises ``ValueError`` on a malformed string.
+    """
+    match = _TYPE_RE.match(text)
+    if match is None:
+        raise ValueError(f"not a MySQL column type: {text!r}")
+    name = " ".join(match["name"].lower().split())
+    rest = match["rest"].lower().split()
+    params = match["params"]
+    if name in ("bool", "boolean"):
+        return ColumnType("tinyint", length=1)
+    name = _ALIASES.get(name, name)
+    base = ColumnType(name, unsigned="unsigned" in rest, zerofill="zerofill" in rest)
+    if params is None:
+        return base
+    return _with_params(base, params)
+
+
+def _with_params(base: ColumnType, params: str) -> ColumnType:
+    from dataclasses import replace
+
+    if base.family in (Family.ENUM, Family.SET):
+        elements = tuple(_unquote_element(m) for m in _ELEMENT_RE.findall(params))
+        return replace(base, elements=elements)
+    numbers = [p.strip() for p in params.split(",")]
+    try:
+        values = [int(p) for p in numbers if p]
+    except ValueError:
+        raise ValueError(f"bad type parameters ({params})") from None
+    if base.family in (Family.DATETIME, Family.TIME):
+        return replace(base, decimal=values[0] if values else None)
+    if len(values) >= 2:
+        return replace(base, length=values[0], decimal=values[1])
+    if base.family is Family.DECIMAL and values:
+        return replace(base, length=values[0], decimal=0)
+    return replace(base, length=values[0] if values else None)
+
+
+def _unquote_element(raw: str) -> str:
+    return raw.replace("''", "'").replace("\\'", "'").replace("\\\\", "\\")
+
+
+# --------------------------------------------------------------------------------------------
+# Canonical values that Python's standard types cannot hold.
+
+
+class ZeroDate(NamedTuple):
+    """A DATE/DATETIME/TIMESTAMP value Python's calendar rejects.
+
+    MySQL stores the zero date ``0000-00-00``, dates with a zero month or day
+    (``2020-00-00``), and year 0; ``datetime`` cannot.  Such values decode to a ``ZeroDate``
+    holding the fields as written, and print back unchanged.
+    """
+
+    year: int
+    month: int
+    day: int
+    hour: int = 0
+    minute: int = 0
+    second: int = 0
+    microsecond: int = 0
+
+    def date_text(self) -> str:
+        return f"{self.year:04d}-{self.month:02d}-{self.day:02d}"
+
+    def datetime_text(self, fsp: int) -> str:
+        text = f"{self.date_text()} {self.hour:02d}:{self.minute:02d}:{self.second:02d}"
+        return text + _fraction(self.microsecond, fsp)
+
+
+def to_float32(value: float) -> float:
+    """Round a Python float to the nearest float32, as a FLOAT column stores it."""
+    try:
+        return _F32.unpack(_F32.pack(value))[0]  # type: ignore[no-any-return]
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+
+
+_F32 = struct.Struct("<f")
+
+
+def shortest_digits(value: float, bits: int = 64) -> tuple[str, int]:
+    """The shortest significant digits that read back as ``value`` (a finite, non-zero
+    magnitude) at float32 or float64 precision, and the decimal exponent of the first digit.
+
+    ``abs(value) == float("0." + digits) * 10 ** (exponent + 1)``, like Go's shortest
+    ``strconv`` output and Python's ``repr``.
+    """
+    value = abs(value)
+    if bits == 64:
+        mantissa, _, exponent = f"{value!r}".partition("e")
+        if not exponent:  # repr gave positional text such as 0.001 or 123.5
+            _sign, digits, exp = Decimal(mantissa).as_tuple()
+            text = "".join(map(str, digits)).rstrip("0") or "0"
+            return text, len(digits) + int(exp) - 1
+        digits_text = mantissa.replace(".", "")
+        return digits_text.rstrip("0") or "0", int(exponent)
+    for precision in range(9):
+        candidate = f"{value:.{precision}e}"
+        if to_float32(float(candidate)) == value:
+            break
+    mantissa, _, exponent = candidate.partition("e")
+    return mantissa.replace(".", "").rstrip("0") or "0", int(exponent)
+
+
+def positional(digits: str, exponent: int) -> str:
+    """Lay shortest digits out without an exponent: ``("15", 1)`` -> ``"15"``."""
+    point = exponent + 1  # digits before the decimal point
+    if point <= 0:
+        return "0." + "0" * (-point) + digits
+    if point >= len(digits):
+        return digits + "0" * (point - len(digits))
+    return digits[:point] + "." + digits[point:]
+
+
+def format_float(value: float, bits: int = 64) -> str:
+    """A float's text form: shortest digits, positional, as TiCDC prints FLOAT and DOUBLE
+    (``strconv.FormatFloat(v, 'f', -1, bits)``): ``1`` not ``1.0``, ``0.0000001`` not ``1e-07``.
+    """
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    sign = "-" if math.copysign(1.0, value) < 0 else ""
+    if value == 0:
+        return sign + "0"
+    return sign + positional(*shortest_digits(value, bits))
+
+
+def format_float32(value: float) -> str:
+    return format_float(value, 32)
+
+
+def format_float64(value: float) -> str:
+    return format_float(value, 64)
+
+
+# --------------------------------------------------------------------------------------------
+# Text form <-> canonical value, one small function per family in dispatch tables.
+
+
+def _fraction(microsecond: int, fsp: int) -> str:
+    if fsp <= 0:
+        return ""
+    return "." + f"{microsecond:06d}"[:fsp]
+
+
+def infer_fsp(text: str) -> int:
+    """The number of fractional-second digits a temporal text carries (TiCDC prints all)."""
+    dot = text.rfind(".")
+    return len(text) - dot - 1 if dot >= 0 else 0
+
+
+_DATE_RE = re.compile(
+    r"^(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})\d*)?)?$"
+)
+_TIME_RE = re.compile(r"^(-)?(?:(\d+) )?(\d{1,4}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})\d*)?$")
+
+
+def parse_date(text: str) -> _dt.date | ZeroDate:
+    if len(text) == 10:
+        try:
+            return _dt.date.fromisoformat(text)
+        except ValueError:
+            pass
+    zero = _parse_irregular(text)
+    return _dt.date(zero.year, zero.month, zero.day) if _is_calendar(zero) else zero
+
+
+def parse_datetime(text: str) -> _dt.datetime | ZeroDate:
+    if len(text) >= 19 and text[10] == " " and text[-1].isdigit():
+        try:
+            return _dt.datetime.fromisoformat(text)
+        except ValueError:
+            pass
+    zero = _parse_irregular(text)
+    if _is_calendar(zero):
+        return _dt.datetime(*zero)
+    return zero
+
+
+def _parse_irregular(text: str) -> ZeroDate:
+    match = _DATE_RE.match(text)
+    if match is None:
+        raise ValueError(f"not a MySQL date/time: {text!r}")
+    fields = [int(g) if g else 0 for g in match.groups()[:6]]
+    fraction = match[7] or ""
+    microsecond = int(fraction.ljust(6, "0")) if fraction else 0
+    return ZeroDate(*fields, microsecond)
+
+
+def _is_calendar(value: ZeroDate) -> bool:
+    try:
+        _dt.datetime(*value)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_time(text: str) -> _dt.timedelta:
+    match = _TIME_RE.match(text)
+    if match is None:
+        raise ValueError(f"not a MySQL TIME: {text!r}")
+    sign, days, hours, minutes, seconds, fraction = match.groups()
+    microseconds = int(fraction.ljust(6, "0")) if fraction else 0
+    delta = _dt.timedelta(
+        days=int(days or 0), hours=int(hours), minutes=int(minutes), seconds=int(seconds),
+        microseconds=microseconds,
+    )
+    return -delta if sign else delta
+
+
+def format_date(value: _dt.date | ZeroDate) -> str:
+    if isinstance(value, ZeroDate):
+        return value.date_text()
+    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+
+
+def format_datetime(value: _dt.datetime | _dt.date | ZeroDate, fsp: int) -> str:
+    if isinstance(value, ZeroDate):
+        return value.datetime_text(fsp)
+    if not isinstance(value, _dt.datetime):  # a DATE value in a DATETIME column
+        value = _dt.datetime(value.year, value.month, value.day)
+    text = (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
+        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
+    )
+    return text + _fraction(value.microsecond, fsp)
+
+
+def format_time(value: _dt.timedelta, fsp: int) -> str:
+    """MySQL's TIME text: ``-838:59:59.000000``, hours not wrapped at 24."""
+    total = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
+    sign = "-" if total < 0 else ""
+    total = abs(total)
+    seconds, microsecond = divmod(total, 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return f"{sign}{hour:02d}:{minute:02d}:{second:02d}" + _fraction(microsecond, fsp)
+
+
+def parse_decimal(text: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise ValueError(f"not a DECIMAL: {text!r}") from None
+    if not value.is_finite():
+        raise ValueError(f"not a DECIMAL: {text!r}")
+    return value
+
+
+def format_decimal(value: Decimal) -> str:
+    return format(value, "f")
+
+
+def parse_float(text: str) -> float:
+    return to_float32(float(text))
+
+
+def _format_datetime_col(ctype: ColumnType) -> Callable[[Any], str]:
+    fsp = ctype.decimal
+    if fsp is None:
+        return lambda v: _trim_fraction(format_datetime(v, 6))
+    return lambda v: format_datetime(v, fsp)
+
+
+def _format_time_col(ctype: ColumnType) -> Callable[[Any], str]:
+    fsp = ctype.decimal
+    if fsp is None:
+        return lambda v: _trim_fraction(format_time(v, 6))
+    return lambda v: format_time(v, fsp)
+
+
+def _trim_fraction(text: str) -> str:
+    """With the fsp unknown, print only the fractional digits the value needs."""
+    if "." not in text:
+        return text
+    return text.rstrip("0").rstrip(".")
+
+
+_TextParser = Callable[[str], Any]
+_TextFormatter = Callable[[Any], str]
+
+_PARSERS: dict[Family, _TextParser] = {
+    Family.INTEGER: int,
+    Family.YEAR: int,
+    Family.ENUM: int,
+    Family.SET: int,
+    Family.BIT: int,
+    Family.FLOAT: parse_float,
+    Family.DOUBLE: float,
+    Family.DECIMAL: parse_decimal,
+    Family.STRING: str,
+    Family.JSON: str,
+    Family.UNKNOWN: str,
+    Family.DATE: parse_date,
+    Family.DATETIME: parse_datetime,
+    Family.TIME: parse_time,
+}
+
+_FORMATTERS: dict[Family, Callable[[ColumnType], _TextFormatter]] = {
+    Family.INTEGER: lambda t: str,
+    Family.YEAR: lambda t: str,
+    Family.ENUM: lambda t: str,
+    Family.SET: lambda t: str,
+    Family.BIT: lambda t: str,
+    Family.FLOAT: lambda t: format_float32,
+    Family.DOUBLE: lambda t: format_float64,
+    Family.DECIMAL: lambda t: format_decimal,
+    Family.STRING: lambda t: str,
+    Family.JSON: lambda t: str,
+    Family.UNKNOWN: lambda t: str,
+    Family.DATE: lambda t: format_date,
+    Family.DATETIME: _format_datetime_col,
+    Family.TIME: _format_time_col,
+}
+
+
+def text_parser(ctype: ColumnType) -> _TextParser:
+    """The function turning MySQL text into this type's canonical value (not for BYTES)."""
+    try:
+        return _PARSERS[ctype.family]
+    except KeyError:
+        raise TypeError(f"{ctype.name} values have no text form; decode the bytes") from None
+
+
+@lru_cache(maxsize=4096)
+def text_formatter(ctype: ColumnType) -> _TextFormatter:
+    """The function printing a canonical value as MySQL text (not for BYTES)."""
+    try:
+        return _FORMATTERS[ctype.family](ctype)
+    except KeyError:
+        raise TypeError(f"{ctype.name} values have no text form; encode the bytes") from None
