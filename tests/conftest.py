@@ -1,0 +1,29 @@
+"""Shared fixtures: where the specification and golden files live."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TICDC_SPARK_SHARED", ROOT.parent / "shared"))
+SPEC = SHARED / "spec"
+GOLDEN = SHARED / "golden"
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def spec_dir() -> Path:
+    if not SPEC.is_dir():
+        raise RuntimeError(f"the specification is missing: {SPEC} (set TICDC_SPARK_SHARED)")
+    return SPEC
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    if not GOLDEN.is_dir():
+        raise RuntimeError(f"the golden files are missing: {GOLDEN} (set TICDC_SPARK_SHARED)")
+    return GOLDEN
