@@ -77,13 +77,22 @@ def _snappy(data: bytes, max_output: int) -> bytes:
 
 
 def _lz4(data: bytes, max_output: int) -> bytes:
+    """Decompress an LZ4 frame in growing chunks, so the output bound is never preallocated."""
     import lz4.frame
 
     decompressor = lz4.frame.LZ4FrameDecompressor()
-    out = decompressor.decompress(data, max_length=max_output)
-    if not decompressor.eof:
-        raise DecodeError(f"lz4 value is truncated or larger than {max_output} bytes")
-    return bytes(out)
+    chunk = 4 * len(data) + 65536
+    chunks = [decompressor.decompress(data, max_length=chunk)]
+    total = len(chunks[0])
+    while not decompressor.eof:
+        if decompressor.needs_input:
+            raise DecodeError("lz4 value is truncated")
+        chunk = min(chunk * 2, max_output - total + 1)
+        chunks.append(decompressor.decompress(b"", max_length=chunk))
+        total += len(chunks[-1])
+        if total > max_output:
+            raise DecodeError(f"lz4 value decompresses to more than {max_output} bytes")
+    return b"".join(chunks)
 
 
 @dataclass(frozen=True, slots=True)
