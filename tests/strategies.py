@@ -24,8 +24,7 @@ from ticdc_spark.types import ColumnType, Family, ZeroDate, to_float32
 _INT_NAMES = ("tinyint", "smallint", "mediumint", "int", "bigint")
 _TEXT_NAMES = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext")
 _BYTES_NAMES = ("binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob")
-_ELEMENT = st.text(st.characters(codec="utf-8", exclude_characters=",'\\"), min_size=1,
-                   max_size=6)
+_ELEMENT = st.text(st.characters(codec="utf-8", exclude_characters=",'\\"), min_size=1, max_size=6)
 
 column_names = st.text(
     st.characters(codec="utf-8", categories=("L", "N", "Pc")), min_size=1, max_size=12
@@ -34,10 +33,27 @@ column_names = st.text(
 
 @st.composite
 def column_types(draw: st.DrawFn) -> ColumnType:
-    family = draw(st.sampled_from(
-        ["int", "float", "double", "decimal", "text", "bytes", "date", "datetime", "timestamp",
-         "time", "year", "enum", "set", "bit", "json"]
-    ))
+    family = draw(
+        st.sampled_from(
+            [
+                "int",
+                "float",
+                "double",
+                "decimal",
+                "text",
+                "bytes",
+                "date",
+                "datetime",
+                "timestamp",
+                "time",
+                "year",
+                "enum",
+                "set",
+                "bit",
+                "json",
+            ]
+        )
+    )
     if family == "int":
         return ColumnType(draw(st.sampled_from(_INT_NAMES)), unsigned=draw(st.booleans()))
     if family in ("float", "double"):
@@ -93,8 +109,9 @@ def values_of(draw: st.DrawFn, ctype: ColumnType) -> Any:
         value = draw(st.datetimes())
         return value.replace(microsecond=_truncate(value.microsecond, fsp))
     if family is Family.TIME:
-        micros = draw(st.integers(-838 * 3600 * 10**6 - 3599 * 10**6,
-                                  838 * 3600 * 10**6 + 3599 * 10**6))
+        micros = draw(
+            st.integers(-838 * 3600 * 10**6 - 3599 * 10**6, 838 * 3600 * 10**6 + 3599 * 10**6)
+        )
         sign = -1 if micros < 0 else 1
         return dt.timedelta(microseconds=sign * _truncate(abs(micros), ctype.decimal or 0))
     if family is Family.YEAR:
@@ -112,7 +129,9 @@ def values_of(draw: st.DrawFn, ctype: ColumnType) -> Any:
 
 def _zero_dates(with_time: bool) -> st.SearchStrategy[ZeroDate]:
     return st.builds(
-        ZeroDate, st.just(0) | st.integers(1, 9999), st.integers(0, 12),
+        ZeroDate,
+        st.just(0) | st.integers(1, 9999),
+        st.integers(0, 12),
         st.just(0) | st.integers(0, 31),
         st.integers(0, 23) if with_time else st.just(0),
         st.integers(0, 59) if with_time else st.just(0),
@@ -123,8 +142,9 @@ def _zero_dates(with_time: bool) -> st.SearchStrategy[ZeroDate]:
 
 @st.composite
 def schemas(draw: st.DrawFn, min_columns: int = 1, max_columns: int = 8) -> TableSchema:
-    names = draw(st.lists(column_names, min_size=min_columns, max_size=max_columns,
-                          unique_by=str.casefold))
+    names = draw(
+        st.lists(column_names, min_size=min_columns, max_size=max_columns, unique_by=str.casefold)
+    )
     columns = [Column(names[0], ColumnType("bigint"), nullable=False)]
     columns += [Column(n, draw(column_types())) for n in names[1:]]
     database = draw(column_names)
@@ -138,7 +158,7 @@ def images(draw: st.DrawFn, schema: TableSchema, key: int | None = None) -> dict
     image: dict[str, Any] = {}
     for i, column in enumerate(schema.columns):
         if i == 0:
-            image[column.name] = key if key is not None else draw(st.integers(-2**63, 2**63 - 1))
+            image[column.name] = key if key is not None else draw(st.integers(-(2**63), 2**63 - 1))
         elif draw(st.integers(0, 9)) == 0:
             image[column.name] = None
         else:
@@ -146,15 +166,16 @@ def images(draw: st.DrawFn, schema: TableSchema, key: int | None = None) -> dict
     return image
 
 
-commit_tss = st.builds(compose_ts, st.integers(1_500_000_000_000, 2_500_000_000_000),
-                       st.integers(0, (1 << 18) - 1))
+commit_tss = st.builds(
+    compose_ts, st.integers(1_500_000_000_000, 2_500_000_000_000), st.integers(0, (1 << 18) - 1)
+)
 
 
 @st.composite
 def row_changes(draw: st.DrawFn, schema: TableSchema | None = None) -> RowChange:
     schema = schema if schema is not None else draw(schemas())
     kind = draw(st.sampled_from(list(RowKind)))
-    key = draw(st.integers(-2**63, 2**63 - 1))
+    key = draw(st.integers(-(2**63), 2**63 - 1))
     before = draw(images(schema, key)) if kind is not RowKind.INSERT else None
     after = draw(images(schema, key)) if kind is not RowKind.DELETE else None
     return RowChange(kind, schema, draw(commit_tss), before, after)
@@ -165,5 +186,10 @@ def other_events(draw: st.DrawFn) -> DDLEvent | Watermark:
     if draw(st.booleans()):
         return Watermark(draw(commit_tss))
     table = draw(column_names)
-    return DDLEvent(DDLType.CREATE_TABLE, f"CREATE TABLE `{table}` (a int)", draw(commit_tss),
-                    draw(column_names), table)
+    return DDLEvent(
+        DDLType.CREATE_TABLE,
+        f"CREATE TABLE `{table}` (a int)",
+        draw(commit_tss),
+        draw(column_names),
+        table,
+    )

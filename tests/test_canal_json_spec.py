@@ -41,8 +41,9 @@ def spec_examples(spec_dir: Path) -> list[dict]:
 
 def _decode(obj: dict | bytes, **options: str) -> list:
     value = obj if isinstance(obj, bytes) else orjson.dumps(obj)
-    return make_decoder("canal-json", options).decode(Message(None, value, topic="t",
-                                                              partition=0, offset=1))
+    return make_decoder("canal-json", options).decode(
+        Message(None, value, topic="t", partition=0, offset=1)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,9 @@ def examples(spec_dir: Path) -> dict[str, dict]:
 
 def test_ddl_example(examples: dict[str, dict]) -> None:
     (event,) = _decode(examples["QUERY"])
-    assert event == DDLEvent(DDLType.DROP_SCHEMA, "drop database if exists test",
-                             163963309467037594, "test", "")
+    assert event == DDLEvent(
+        DDLType.DROP_SCHEMA, "drop database if exists test", 163963309467037594, "test", ""
+    )
 
 
 def test_insert_example(examples: dict[str, dict]) -> None:
@@ -65,8 +67,12 @@ def test_insert_example(examples: dict[str, dict]) -> None:
     assert event.commit_ts == 163963314122145239
     assert (event.database, event.table, event.schema.primary_key) == ("test", "tp_int", ("id",))
     assert event.after == {
-        "c_bigint": 9223372036854775807, "c_int": 2147483647, "c_mediumint": 8388607,
-        "c_smallint": 32767, "c_tinyint": 127, "id": 2,
+        "c_bigint": 9223372036854775807,
+        "c_int": 2147483647,
+        "c_mediumint": 8388607,
+        "c_smallint": 32767,
+        "c_tinyint": 127,
+        "id": 2,
     }
     assert event.before is None
 
@@ -75,22 +81,48 @@ def test_watermark_example(examples: dict[str, dict]) -> None:
     assert _decode(examples["TIDB_WATERMARK"]) == [Watermark(429918007904436226)]
 
 
-_TP_INT_TYPES = {"c_bigint": "bigint", "c_int": "int", "c_mediumint": "mediumint",
-                 "c_smallint": "smallint", "c_tinyint": "tinyint", "id": "int"}
-_AFTER = {"c_bigint": "9223372036854775807", "c_int": "0", "c_mediumint": "8388607",
-          "c_smallint": "32767", "c_tinyint": "0", "id": "2"}
+_TP_INT_TYPES = {
+    "c_bigint": "bigint",
+    "c_int": "int",
+    "c_mediumint": "mediumint",
+    "c_smallint": "smallint",
+    "c_tinyint": "tinyint",
+    "id": "int",
+}
+_AFTER = {
+    "c_bigint": "9223372036854775807",
+    "c_int": "0",
+    "c_mediumint": "8388607",
+    "c_smallint": "32767",
+    "c_tinyint": "0",
+    "id": "2",
+}
 _BEFORE = {**_AFTER, "c_int": "2147483647", "c_tinyint": "127"}
 
 
 def _update(old: dict) -> dict:
-    return {"id": 0, "database": "test", "table": "tp_int", "pkNames": ["id"], "isDdl": False,
-            "type": "UPDATE", "es": 1639633141221, "ts": 1639633142960, "sql": "",
-            "sqlType": {k: 4 for k in _AFTER}, "mysqlType": _TP_INT_TYPES,
-            "data": [_AFTER], "old": [old]}
+    return {
+        "id": 0,
+        "database": "test",
+        "table": "tp_int",
+        "pkNames": ["id"],
+        "isDdl": False,
+        "type": "UPDATE",
+        "es": 1639633141221,
+        "ts": 1639633142960,
+        "sql": "",
+        "sqlType": dict.fromkeys(_AFTER, 4),
+        "mysqlType": _TP_INT_TYPES,
+        "data": [_AFTER],
+        "old": [old],
+    }
 
 
-@pytest.mark.parametrize("old", [_BEFORE, {"c_int": "2147483647", "c_tinyint": "127"}],
-                         ids=["ticdc-full-old", "canal-changed-only"])
+@pytest.mark.parametrize(
+    "old",
+    [_BEFORE, {"c_int": "2147483647", "c_tinyint": "127"}],
+    ids=["ticdc-full-old", "canal-changed-only"],
+)
 def test_update_example_both_old_forms(old: dict) -> None:
     (event,) = _decode(_update(old))
     assert event.kind is RowKind.UPDATE
@@ -130,10 +162,12 @@ def _spec_varbinary_literal(spec_dir: Path) -> bytes:
 
 def test_varbinary_example_decodes(spec_dir: Path) -> None:
     literal = _spec_varbinary_literal(spec_dir)
-    message = (b'{"id":0,"database":"test","table":"t","pkNames":[],"isDdl":false,'
-               b'"type":"INSERT","es":1,"ts":1,"sql":"","sqlType":{"c_varbinary":2004},'
-               b'"mysqlType":{"c_varbinary":"varbinary"},"old":null,'
-               b'"data":[{"c_varbinary":' + literal + b"}]}")
+    message = (
+        b'{"id":0,"database":"test","table":"t","pkNames":[],"isDdl":false,'
+        b'"type":"INSERT","es":1,"ts":1,"sql":"","sqlType":{"c_varbinary":2004},'
+        b'"mysqlType":{"c_varbinary":"varbinary"},"old":null,'
+        b'"data":[{"c_varbinary":' + literal + b"}]}"
+    )
     (event,) = _decode(message)
     assert event.after == {"c_varbinary": _VARBINARY}
 
@@ -196,8 +230,10 @@ def test_genuine_canal_update_rebuilds_the_before_image() -> None:
 
 def test_genuine_canal_multi_row_update() -> None:
     events = _decode(CANAL_MULTI_UPDATE.encode())
-    assert [(e.after["id"], e.before["is_active"], e.before["birthdate"].year) for e in events] \
-        == [(8, 1, 1992), (9, 1, 1987)]
+    assert [(e.after["id"], e.before["is_active"], e.before["birthdate"].year) for e in events] == [
+        (8, 1, 1992),
+        (9, 1, 1987),
+    ]
 
 
 def test_genuine_canal_ddl() -> None:
@@ -214,21 +250,54 @@ def test_genuine_canal_delete_without_primary_key() -> None:
 
 def test_official_canal_parameterised_types() -> None:
     """The document's 'official Canal' mysqlType column list parses to full types."""
-    types = {"c_binary": "binary(16)", "c_bit": "bit(64)", "c_char": "char(16)",
-             "c_decimal": "decimal(10, 4)", "c_enum": "enum('a','b','c')",
-             "c_set": "set('a','b','c')", "c_varbinary": "varbinary(16)",
-             "c_varchar": "varchar(16)", "id": "int"}
-    data = {"c_binary": "abc" + "\x00" * 13, "c_bit": "65", "c_char": "abc",
-            "c_decimal": "123.4560", "c_enum": "a", "c_set": "a,b", "c_varbinary": "abc",
-            "c_varchar": "abc", "id": "1"}
-    message = {"id": 1, "database": "test", "table": "t", "pkNames": ["id"], "isDdl": False,
-               "type": "INSERT", "es": 1, "ts": 1, "sql": "", "sqlType": {}, "mysqlType": types,
-               "data": [data], "old": None}
+    types = {
+        "c_binary": "binary(16)",
+        "c_bit": "bit(64)",
+        "c_char": "char(16)",
+        "c_decimal": "decimal(10, 4)",
+        "c_enum": "enum('a','b','c')",
+        "c_set": "set('a','b','c')",
+        "c_varbinary": "varbinary(16)",
+        "c_varchar": "varchar(16)",
+        "id": "int",
+    }
+    data = {
+        "c_binary": "abc" + "\x00" * 13,
+        "c_bit": "65",
+        "c_char": "abc",
+        "c_decimal": "123.4560",
+        "c_enum": "a",
+        "c_set": "a,b",
+        "c_varbinary": "abc",
+        "c_varchar": "abc",
+        "id": "1",
+    }
+    message = {
+        "id": 1,
+        "database": "test",
+        "table": "t",
+        "pkNames": ["id"],
+        "isDdl": False,
+        "type": "INSERT",
+        "es": 1,
+        "ts": 1,
+        "sql": "",
+        "sqlType": {},
+        "mysqlType": types,
+        "data": [data],
+        "old": None,
+    }
     (event,) = _decode(message)
     assert event.after == {
-        "c_binary": b"abc" + bytes(13), "c_bit": 65, "c_char": "abc",
-        "c_decimal": Decimal("123.4560"), "c_enum": 1, "c_set": 3, "c_varbinary": b"abc",
-        "c_varchar": "abc", "id": 1,
+        "c_binary": b"abc" + bytes(13),
+        "c_bit": 65,
+        "c_char": "abc",
+        "c_decimal": Decimal("123.4560"),
+        "c_enum": 1,
+        "c_set": 3,
+        "c_varbinary": b"abc",
+        "c_varchar": "abc",
+        "id": 1,
     }
     assert event.schema.column("c_decimal").type.sql() == "decimal(10,4)"
     assert event.schema.column("c_enum").type.enum_name(1) == "a"
@@ -237,10 +306,18 @@ def test_official_canal_parameterised_types() -> None:
 def test_ticdc_unsigned_sql_type_promotion_matches_the_table() -> None:
     from ticdc_spark.codec.canal_json import java_sql_type
 
-    cases = [("tinyint", 127, -6), ("tinyint", 128, 5), ("smallint", 32767, 5),
-             ("smallint", 32768, 4), ("mediumint", 16777215, 4), ("int", 2147483647, 4),
-             ("int", 2147483648, -5), ("bigint", 2**63 - 1, -5), ("bigint", 2**63, 3),
-             ("bigint", None, -5)]
+    cases = [
+        ("tinyint", 127, -6),
+        ("tinyint", 128, 5),
+        ("smallint", 32767, 5),
+        ("smallint", 32768, 4),
+        ("mediumint", 16777215, 4),
+        ("int", 2147483647, 4),
+        ("int", 2147483648, -5),
+        ("bigint", 2**63 - 1, -5),
+        ("bigint", 2**63, 3),
+        ("bigint", None, -5),
+    ]
     for name, value, code in cases:
         assert java_sql_type(parse_column_type(name + " unsigned"), value) == code, (name, value)
     assert java_sql_type(parse_column_type("tinyint"), -128) == -6
@@ -248,13 +325,21 @@ def test_ticdc_unsigned_sql_type_promotion_matches_the_table() -> None:
 
 def test_encoder_writes_ticdc_key_order_and_types() -> None:
     schema = TableSchema(
-        "test", "tp_int",
-        (Column("id", parse_column_type("int"), nullable=False),
-         Column("c_u", parse_column_type("int(10) unsigned"))),
+        "test",
+        "tp_int",
+        (
+            Column("id", parse_column_type("int"), nullable=False),
+            Column("c_u", parse_column_type("int(10) unsigned")),
+        ),
         (Index("PRIMARY", ("id",), primary=True, unique=True),),
     )
-    row = RowChange(RowKind.UPDATE, schema, (1639633141221 << 18) + 7,
-                    before={"id": 2, "c_u": 1}, after={"id": 2, "c_u": 4294967295})
+    row = RowChange(
+        RowKind.UPDATE,
+        schema,
+        (1639633141221 << 18) + 7,
+        before={"id": 2, "c_u": 1},
+        after={"id": 2, "c_u": 4294967295},
+    )
     encoder = make_encoder("canal-json", {"enable-tidb-extension": "true"})
     encoder.clock = lambda: 1639633142960  # type: ignore[attr-defined]
     (message,) = encoder.encode([row])
@@ -270,17 +355,25 @@ def test_encoder_writes_ticdc_key_order_and_types() -> None:
 
 def test_content_compatible_writes_full_types_and_changed_old() -> None:
     schema = TableSchema(
-        "test", "t",
-        (Column("id", parse_column_type("int"), nullable=False),
-         Column("e", parse_column_type("enum('a','b')")),
-         Column("d", parse_column_type("datetime(3)"))),
+        "test",
+        "t",
+        (
+            Column("id", parse_column_type("int"), nullable=False),
+            Column("e", parse_column_type("enum('a','b')")),
+            Column("d", parse_column_type("datetime(3)")),
+        ),
         (Index("PRIMARY", ("id",), primary=True, unique=True),),
     )
     import datetime as dt
 
     when = dt.datetime(2020, 2, 20, 2, 20, 20)
-    row = RowChange(RowKind.UPDATE, schema, 1 << 18, before={"id": 1, "e": 1, "d": when},
-                    after={"id": 1, "e": 2, "d": when})
+    row = RowChange(
+        RowKind.UPDATE,
+        schema,
+        1 << 18,
+        before={"id": 1, "e": 1, "d": when},
+        after={"id": 1, "e": 2, "d": when},
+    )
     (message,) = make_encoder("canal-json", {"content-compatible": "true"}).encode([row])
     obj = orjson.loads(message.value)
     assert obj["mysqlType"] == {"id": "int(11)", "e": "enum('a','b')", "d": "datetime(3)"}

@@ -20,8 +20,11 @@ PROTOCOLS = [
     ("canal-json", {"enable-tidb-extension": "true"}),
     ("canal-json", {"large-message-handle-compression": "lz4"}),
 ]
-FUZZ = settings(max_examples=200, deadline=2000,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    max_examples=200,
+    deadline=2000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @st.composite
@@ -30,32 +33,49 @@ def mutations(draw: st.DrawFn, data: bytes) -> bytes:
     replace a JSON scalar with a value of the wrong type."""
     if not data:
         return draw(st.binary(max_size=16))
-    kind = draw(st.sampled_from(
-        ["truncate", "flip", "insert", "utf8", "length", "json-type", "duplicate"]))
+    kind = draw(
+        st.sampled_from(["truncate", "flip", "insert", "utf8", "length", "json-type", "duplicate"])
+    )
     pos = draw(st.integers(0, len(data) - 1))
     if kind == "truncate":
         return data[:pos]
     if kind == "flip":
-        return data[:pos] + bytes([data[pos] ^ draw(st.integers(1, 255))]) + data[pos + 1:]
+        return data[:pos] + bytes([data[pos] ^ draw(st.integers(1, 255))]) + data[pos + 1 :]
     if kind == "insert":
         return data[:pos] + draw(st.binary(min_size=1, max_size=8)) + data[pos:]
     if kind == "utf8":
-        return data[:pos] + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80"])) \
+        return (
+            data[:pos]
+            + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80"]))
             + data[pos:]
+        )
     if kind == "length":
         huge = draw(st.sampled_from([2**63 - 1, 2**64 - 1, 2**40, len(data) + 1]))
-        return data[:pos] + struct.pack(">Q", huge) + data[pos + 8:]
+        return data[:pos] + struct.pack(">Q", huge) + data[pos + 8 :]
     if kind == "duplicate":
         return data + data[pos:]
-    replacement = draw(st.sampled_from(
-        [b"null", b"true", b"[]", b"{}", b'"x"', b"-1", b"1e999", b"18446744073709551616",
-         b'"\\ud800"', b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"]))
+    replacement = draw(
+        st.sampled_from(
+            [
+                b"null",
+                b"true",
+                b"[]",
+                b"{}",
+                b'"x"',
+                b"-1",
+                b"1e999",
+                b"18446744073709551616",
+                b'"\\ud800"',
+                b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+            ]
+        )
+    )
     for token in (b'":"', b'":', b'":{'):
         at = data.find(token, pos)
         if at >= 0:
             start = at + len(token) - (1 if token == b'":"' else 0)
             end = start + 1
-            while end < len(data) and data[end] not in b',}]':
+            while end < len(data) and data[end] not in b",}]":
                 end += 1
             return data[:start] + replacement + data[end:]
     return data + replacement
@@ -78,8 +98,10 @@ def _decode_safely(protocol: str, options: dict, message: Message) -> None:
 
 @pytest.mark.parametrize(("protocol", "options"), PROTOCOLS)
 @FUZZ
-@given(data=st.data(), events=st.lists(st.one_of(row_changes(), other_events()), min_size=1,
-                                       max_size=3))
+@given(
+    data=st.data(),
+    events=st.lists(st.one_of(row_changes(), other_events()), min_size=1, max_size=3),
+)
 def test_mutated_messages_raise_only_decode_errors(
     protocol: str, options: dict, data: st.DataObject, events: list
 ) -> None:
@@ -94,8 +116,11 @@ def test_mutated_messages_raise_only_decode_errors(
     original = getattr(message, part) or b""
     mutated = data.draw(mutations(original))
     fuzzed = Message(
-        mutated if part == "key" else message.key, mutated if part == "value" else message.value,
-        topic="fuzz", partition=3, offset=99,
+        mutated if part == "key" else message.key,
+        mutated if part == "value" else message.value,
+        topic="fuzz",
+        partition=3,
+        offset=99,
     )
     _decode_safely(protocol, options, fuzzed)
 
@@ -116,8 +141,9 @@ def test_huge_length_prefix_is_rejected_without_allocating() -> None:
 
 
 def test_decode_error_names_the_record() -> None:
-    message = Message(None, b'{"type":"INSERT","isDdl":false}', topic="orders", partition=2,
-                      offset=41)
+    message = Message(
+        None, b'{"type":"INSERT","isDdl":false}', topic="orders", partition=2, offset=41
+    )
     with pytest.raises(DecodeError) as info:
         make_decoder("canal-json").decode(message)
     assert "orders/2@41" in str(info.value)

@@ -42,9 +42,7 @@ def test_go_unquote_rejects_unknown_escapes() -> None:
 
 def test_go_json_escapes_like_go() -> None:
     doc = orjson.dumps({"a": "<b>&\u2028\u2029\b\f\\b"})
-    assert go_json(doc) == (
-        b'{"a":"\\u003cb\\u003e\\u0026\\u2028\\u2029\\u0008\\u000c\\\\b"}'
-    )
+    assert go_json(doc) == (b'{"a":"\\u003cb\\u003e\\u0026\\u2028\\u2029\\u0008\\u000c\\\\b"}')
 
 
 def test_go_json_matches_the_canal_varbinary_example() -> None:

@@ -31,8 +31,11 @@ def spec_log(spec_dir: Path) -> dict[int, Message]:
         key_json = key.replace('\\"', '"').encode()
         value_json = (value or "").replace('\\"', '"').encode()
         messages[int(number)] = Message(
-            _frame([key_json], True), _frame([value_json], False),
-            topic="spec", partition=int(partition), offset=int(number),
+            _frame([key_json], True),
+            _frame([value_json], False),
+            topic="spec",
+            partition=int(partition),
+            offset=int(number),
         )
     return messages
 
@@ -128,7 +131,9 @@ def test_golden_ddl_batches(golden_dir: Path) -> None:
     decoder = make_decoder("open-protocol")
     batch = decoder.decode(_golden(golden_dir, "ddl_1"))
     assert [(e.commit_ts, e.query, int(e.ddl_type)) for e in batch] == [  # type: ignore[union-attr]
-        (1, "create table a", 1), (2, "create table b", 2), (3, "create table c", 3),
+        (1, "create table a", 1),
+        (2, "create table b", 2),
+        (3, "create table c", 3),
     ]
     assert decoder.decode(_golden(golden_dir, "ddl_0"))[0].query == "create table a"  # type: ignore[union-attr]
     assert decoder.decode(_golden(golden_dir, "ddl_2")) == []
@@ -137,8 +142,11 @@ def test_golden_ddl_batches(golden_dir: Path) -> None:
 def test_golden_resolved_batches(golden_dir: Path) -> None:
     decoder = make_decoder("open-protocol")
     assert decoder.decode(_golden(golden_dir, "rts_0")) == [Watermark(1)]
-    assert decoder.decode(_golden(golden_dir, "rts_1")) == [Watermark(1), Watermark(2),
-                                                           Watermark(3)]
+    assert decoder.decode(_golden(golden_dir, "rts_1")) == [
+        Watermark(1),
+        Watermark(2),
+        Watermark(3),
+    ]
     assert decoder.decode(_golden(golden_dir, "rts_2")) == []
 
 

@@ -32,8 +32,11 @@ PROTOCOL_OPTIONS = [
     ("canal-json", {"enable-tidb-extension": "true", "content-compatible": "true"}),
     ("canal-json", {"large-message-handle-compression": "lz4"}),
 ]
-SETTINGS = settings(max_examples=150, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def _carried_type(protocol: str, options: dict[str, str], ctype: Any) -> str:
@@ -43,8 +46,12 @@ def _carried_type(protocol: str, options: dict[str, str], ctype: Any) -> str:
 
 
 def _assert_same_row(protocol: str, options: dict, sent: RowChange, got: RowChange) -> None:
-    if (protocol == "open-protocol" and options.get("only-output-updated-columns") == "true"
-            and sent.kind is RowKind.UPDATE and sent.before == sent.after):
+    if (
+        protocol == "open-protocol"
+        and options.get("only-output-updated-columns") == "true"
+        and sent.kind is RowKind.UPDATE
+        and sent.before == sent.after
+    ):
         # TiCDC leaves out an empty "p": an update that changed nothing reads as an upsert
         assert (got.kind, got.after) == (RowKind.INSERT, sent.after)
         return
@@ -88,9 +95,15 @@ def test_ddl_and_watermarks_round_trip(protocol: str, options: dict, events: lis
     encoder = make_encoder(protocol, options)
     decoder = make_decoder(protocol, options)
     decoded = [e for m in encoder.encode(events) for e in decoder.decode(m)]
-    expected = [e for e in events
-                if not (isinstance(e, Watermark) and protocol == "canal-json"
-                        and options.get("enable-tidb-extension") != "true")]
+    expected = [
+        e
+        for e in events
+        if not (
+            isinstance(e, Watermark)
+            and protocol == "canal-json"
+            and options.get("enable-tidb-extension") != "true"
+        )
+    ]
     assert len(decoded) == len(expected)
     for sent, got in zip(expected, decoded, strict=True):
         if isinstance(sent, Watermark):
@@ -98,7 +111,11 @@ def test_ddl_and_watermarks_round_trip(protocol: str, options: dict, events: lis
         else:
             assert isinstance(got, DDLEvent)
             assert (got.query, got.database, got.table, got.ddl_type) == (
-                sent.query, sent.database, sent.table, sent.ddl_type)
+                sent.query,
+                sent.database,
+                sent.table,
+                sent.ddl_type,
+            )
 
 
 @pytest.mark.parametrize(("protocol", "options"), PROTOCOL_OPTIONS[:1] + PROTOCOL_OPTIONS[3:4])
@@ -120,7 +137,11 @@ def test_normalized_form_round_trips(row: RowChange) -> None:
     back = event_from_json(event_to_json(row))
     assert isinstance(back, RowChange)
     assert (back.kind, back.commit_ts, back.before, back.after) == (
-        row.kind, row.commit_ts, row.before, row.after)
+        row.kind,
+        row.commit_ts,
+        row.before,
+        row.after,
+    )
     assert event_to_json(back) == event_to_json(row)
 
 

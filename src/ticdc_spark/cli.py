@@ -68,11 +68,17 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _codec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--protocol", "-p", required=True,
+        "--protocol",
+        "-p",
+        required=True,
         help=f"TiCDC protocol name: {', '.join(protocols())}",
     )
     parser.add_argument(
-        "--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="a TiCDC codec option such as enable-tidb-extension=true (repeatable)",
     )
 
@@ -94,18 +100,22 @@ def parse_key_values(pairs: Iterable[str]) -> dict[str, str]:
 
 def _add_decode(commands: Any) -> None:
     parser = commands.add_parser(
-        "decode", help="decode Kafka messages (a capture file) into normalized JSON events",
+        "decode",
+        help="decode Kafka messages (a capture file) into normalized JSON events",
         description="Decode a capture file (JSON Lines of Kafka records) or, with --values, a "
         "file of message values one per line; print one normalized JSON event per line.",
     )
     _codec_arguments(parser)
     parser.add_argument("input", nargs="?", default="-", help="capture file, or - for stdin")
     parser.add_argument(
-        "--values", action="store_true",
+        "--values",
+        action="store_true",
         help="the input holds raw message values, one per line (JSON protocols)",
     )
     parser.add_argument(
-        "--on-error", choices=("stop", "skip"), default="stop",
+        "--on-error",
+        choices=("stop", "skip"),
+        default="stop",
         help="stop at the first bad record (exit 2), or report it and go on",
     )
     parser.add_argument("--output", default="-", help="where to write events (default stdout)")
@@ -153,7 +163,8 @@ def _guard_capture(reader: Iterator[Message], on_error: str) -> Iterator[Message
 
 def _add_encode(commands: Any) -> None:
     parser = commands.add_parser(
-        "encode", help="encode normalized JSON events into a capture file",
+        "encode",
+        help="encode normalized JSON events into a capture file",
         description="Read normalized JSON events (the output of decode), encode them with a "
         "protocol and TiCDC's dispatch rules, and write a capture file.",
     )
@@ -162,7 +173,8 @@ def _add_encode(commands: Any) -> None:
     parser.add_argument("--topic", default="ticdc", help="topic expression, e.g. cdc_{schema}")
     parser.add_argument("--partitions", type=int, default=1, help="partitions per topic")
     parser.add_argument(
-        "--dispatcher", default="default",
+        "--dispatcher",
+        default="default",
         help="partition dispatcher: default, table, index-value, ts, or columns:a,b",
     )
     parser.add_argument("--output", default="-", help="capture file to write (default stdout)")

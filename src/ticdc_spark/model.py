@@ -150,8 +150,9 @@ class TableSchema:
         if self.primary_key:
             return self.primary_key
         for index in self.indexes:
-            if index.unique and all(not self._by_name[n].nullable for n in index.columns
-                                    if n in self._by_name):
+            if index.unique and all(
+                not self._by_name[n].nullable for n in index.columns if n in self._by_name
+            ):
                 return index.columns
         return ()
 
@@ -159,12 +160,19 @@ class TableSchema:
         """This schema with TiCDC's column flags computed from types and indexes."""
         handle = set(self.handle_key)
         columns = tuple(
-            Column(c.name, c.type, c.nullable, c.default, c.generated,
-                   _derive_flags(c, self.indexes, c.name in handle))
+            Column(
+                c.name,
+                c.type,
+                c.nullable,
+                c.default,
+                c.generated,
+                _derive_flags(c, self.indexes, c.name in handle),
+            )
             for c in self.columns
         )
-        return TableSchema(self.database, self.table, columns, self.indexes, self.table_id,
-                           self.version)
+        return TableSchema(
+            self.database, self.table, columns, self.indexes, self.table_id, self.version
+        )
 
 
 # TiDB gives every type but the character types the charset ``binary``, and TiCDC's Binary

@@ -50,25 +50,35 @@ def event_to_json(event: Event) -> dict[str, Any]:
         return _row_to_json(event)
     if isinstance(event, DDLEvent):
         return {
-            "type": "DDL", "database": event.database, "table": event.table,
-            "commitTs": event.commit_ts, "sql": event.query, "ddlType": event.ddl_type.name,
+            "type": "DDL",
+            "database": event.database,
+            "table": event.table,
+            "commitTs": event.commit_ts,
+            "sql": event.query,
+            "ddlType": event.ddl_type.name,
         }
     if isinstance(event, Watermark):
         return {"type": "WATERMARK", "commitTs": event.ts}
     return {
-        "type": "BOOTSTRAP", "database": event.schema.database, "table": event.schema.table,
-        "columns": _columns_json(event.schema), "pk": list(event.schema.primary_key),
+        "type": "BOOTSTRAP",
+        "database": event.schema.database,
+        "table": event.schema.table,
+        "columns": _columns_json(event.schema),
+        "pk": list(event.schema.primary_key),
     }
 
 
 def _row_to_json(row: RowChange) -> dict[str, Any]:
     schema = row.schema
     out: dict[str, Any] = {
-        "type": row.kind.value, "database": schema.database, "table": schema.table,
+        "type": row.kind.value,
+        "database": schema.database,
+        "table": schema.table,
         "commitTs": row.commit_ts,
         "before": _image_to_text(schema, row.before),
         "after": _image_to_text(schema, row.after),
-        "columns": _columns_json(schema), "pk": list(schema.handle_key),
+        "columns": _columns_json(schema),
+        "pk": list(schema.handle_key),
     }
     if schema.table_id:
         out["tableId"] = schema.table_id
@@ -139,7 +149,9 @@ def _event_from_json(obj: Any) -> Event:
         ddl_type = obj.get("ddlType") or "NONE"
         return DDLEvent(
             DDLType[ddl_type] if isinstance(ddl_type, str) else DDLType(int(ddl_type)),
-            str(obj["sql"]), int(obj["commitTs"]), str(obj.get("database") or ""),
+            str(obj["sql"]),
+            int(obj["commitTs"]),
+            str(obj.get("database") or ""),
             str(obj.get("table") or ""),
         )
     if kind == "WATERMARK":
@@ -160,8 +172,12 @@ def _schema_from_json(obj: Mapping[str, Any]) -> TableSchema:
     )
     indexes = (Index("PRIMARY", pk, primary=True, unique=True),) if pk else ()
     return TableSchema(
-        str(obj["database"]), str(obj["table"]), columns, indexes,
-        table_id=int(obj.get("tableId") or 0), version=int(obj.get("schemaVersion") or 0),
+        str(obj["database"]),
+        str(obj["table"]),
+        columns,
+        indexes,
+        table_id=int(obj.get("tableId") or 0),
+        version=int(obj.get("schemaVersion") or 0),
     ).with_derived_flags()
 
 
@@ -175,7 +191,11 @@ def _row_from_json(obj: Mapping[str, Any], kind: RowKind) -> RowChange:
         raise DecodeError(f"{kind.value} needs 'after'")
     partition_id = obj.get("partitionId")
     return RowChange(
-        kind, schema, int(obj["commitTs"]), before, after,
+        kind,
+        schema,
+        int(obj["commitTs"]),
+        before,
+        after,
         partition_id=None if partition_id is None else int(partition_id),
         handle_key_only=bool(obj.get("handleKeyOnly", False)),
     )

@@ -165,14 +165,19 @@ class ColumnType:
     @property
     def base_name(self) -> str:
         """The type without parameters, keeping ``unsigned``/``zerofill`` (``int unsigned``)."""
-        return self.name + (" unsigned" if self.unsigned else "") + (
-            " zerofill" if self.zerofill else ""
+        return (
+            self.name
+            + (" unsigned" if self.unsigned else "")
+            + (" zerofill" if self.zerofill else "")
         )
 
     def sql(self) -> str:
         """The full column type as MySQL prints it: ``int(10) unsigned``, ``enum('a','b')``."""
-        return self.name + _params_sql(self) + (" unsigned" if self.unsigned else "") + (
-            " zerofill" if self.zerofill else ""
+        return (
+            self.name
+            + _params_sql(self)
+            + (" unsigned" if self.unsigned else "")
+            + (" zerofill" if self.zerofill else "")
         )
 
     def enum_name(self, index: int) -> str | None:
@@ -230,8 +235,18 @@ def _params_sql(ctype: ColumnType) -> str:
 
 
 _NO_LENGTH = frozenset(
-    ("tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob",
-     "json", "date")
+    (
+        "tinytext",
+        "text",
+        "mediumtext",
+        "longtext",
+        "tinyblob",
+        "blob",
+        "mediumblob",
+        "longblob",
+        "json",
+        "date",
+    )
 )
 
 _TYPE_RE = re.compile(
@@ -335,20 +350,40 @@ def shortest_digits(value: float, bits: int = 64) -> tuple[str, int]:
     ``strconv`` output and Python's ``repr``.
     """
     value = abs(value)
-    if bits == 64:
-        mantissa, _, exponent = f"{value!r}".partition("e")
-        if not exponent:  # repr gave positional text such as 0.001 or 123.5
-            _sign, digits, exp = Decimal(mantissa).as_tuple()
-            text = "".join(map(str, digits)).rstrip("0") or "0"
-            return text, len(digits) + int(exp) - 1
-        digits_text = mantissa.replace(".", "")
-        return digits_text.rstrip("0") or "0", int(exponent)
-    for precision in range(9):
-        candidate = f"{value:.{precision}e}"
-        if to_float32(float(candidate)) == value:
-            break
-    mantissa, _, exponent = candidate.partition("e")
-    return mantissa.replace(".", "").rstrip("0") or "0", int(exponent)
+    text = repr(value) if bits == 64 else _shortest_float32_text(value)
+    mantissa, _, exponent = text.partition("e")
+    if exponent:
+        return mantissa.replace(".", "").rstrip("0") or "0", int(exponent)
+    whole, _, fraction = mantissa.partition(".")
+    whole = whole.lstrip("0")
+    if whole:
+        return (whole + fraction).rstrip("0") or "0", len(whole) - 1
+    stripped = fraction.lstrip("0")
+    return stripped.rstrip("0") or "0", -(len(fraction) - len(stripped)) - 1
+
+
+def _shortest_float32_text(value: float) -> str:
+    """The shortest '%.Ne' text that reads back as the same float32.
+
+    Correctly rounded decimal digits that round-trip at N digits also do at N+1, so the
+    shortest N is found by bisection over 1..9 digits.
+    """
+    text = f"{value:.5e}"  # 6 digits: if they read back, no shorter text does (see below)
+    if _F32.unpack(_F32.pack(float(text)))[0] == value:
+        # float32 neighbours are under 1.2e-7 apart relatively; two different decimals of
+        # at most 6 significant digits are over 1e-6 apart, so at most one reads back.
+        mantissa, _, exponent = text.partition("e")
+        return mantissa.rstrip("0").rstrip(".") + "e" + exponent
+    low, high = 6, 8  # precision after the point: 7..9 significant digits
+    best = f"{value:.8e}"
+    while low <= high:
+        mid = (low + high) // 2
+        candidate = f"{value:.{mid}e}"
+        if _F32.unpack(_F32.pack(float(candidate)))[0] == value:
+            best, high = candidate, mid - 1
+        else:
+            low = mid + 1
+    return best
 
 
 def positional(digits: str, exponent: int) -> str:
@@ -365,6 +400,10 @@ def format_float(value: float, bits: int = 64) -> str:
     """A float's text form: shortest digits, positional, as TiCDC prints FLOAT and DOUBLE
     (``strconv.FormatFloat(v, 'f', -1, bits)``): ``1`` not ``1.0``, ``0.0000001`` not ``1e-07``.
     """
+    if bits == 64:  # fast path: repr is already shortest, and positional in this range
+        text = repr(value)
+        if "e" not in text and "n" not in text:
+            return text[:-2] if text.endswith(".0") else text
     if not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
     sign = "-" if math.copysign(1.0, value) < 0 else ""
@@ -450,39 +489,49 @@ def parse_time(text: str) -> _dt.timedelta:
     sign, days, hours, minutes, seconds, fraction = match.groups()
     microseconds = int(fraction.ljust(6, "0")) if fraction else 0
     delta = _dt.timedelta(
-        days=int(days or 0), hours=int(hours), minutes=int(minutes), seconds=int(seconds),
+        days=int(days or 0),
+        hours=int(hours),
+        minutes=int(minutes),
+        seconds=int(seconds),
         microseconds=microseconds,
     )
     return -delta if sign else delta
 
 
 def format_date(value: _dt.date | ZeroDate) -> str:
-    if isinstance(value, ZeroDate):
-        return value.date_text()
-    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+    try:
+        return value.isoformat()  # type: ignore[union-attr]
+    except AttributeError:  # a ZeroDate
+        return value.date_text()  # type: ignore[union-attr]
 
 
 def format_datetime(value: _dt.datetime | _dt.date | ZeroDate, fsp: int) -> str:
+    if type(value) is _dt.datetime:  # the fast path: C isoformat, cut to the fsp
+        if fsp <= 0:
+            return value.isoformat(" ", "seconds")
+        return value.isoformat(" ", "microseconds")[: 20 + fsp]
     if isinstance(value, ZeroDate):
         return value.datetime_text(fsp)
     if not isinstance(value, _dt.datetime):  # a DATE value in a DATETIME column
         value = _dt.datetime(value.year, value.month, value.day)
-    text = (
-        f"{value.year:04d}-{value.month:02d}-{value.day:02d} "
-        f"{value.hour:02d}:{value.minute:02d}:{value.second:02d}"
-    )
-    return text + _fraction(value.microsecond, fsp)
+    return format_datetime(_dt.datetime(*value.timetuple()[:6], value.microsecond), fsp)
 
 
 def format_time(value: _dt.timedelta, fsp: int) -> str:
     """MySQL's TIME text: ``-838:59:59.000000``, hours not wrapped at 24."""
-    total = value.days * 86_400_000_000 + value.seconds * 1_000_000 + value.microseconds
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    seconds, microsecond = divmod(total, 1_000_000)
+    seconds = value.days * 86400 + value.seconds
+    microsecond = value.microseconds
+    sign = ""
+    if seconds < 0:
+        sign = "-"
+        if microsecond:
+            seconds, microsecond = -seconds - 1, 1_000_000 - microsecond
+        else:
+            seconds = -seconds
     minutes, second = divmod(seconds, 60)
     hour, minute = divmod(minutes, 60)
-    return f"{sign}{hour:02d}:{minute:02d}:{second:02d}" + _fraction(microsecond, fsp)
+    text = f"{sign}{hour:02d}:{minute:02d}:{second:02d}"
+    return text + "." + f"{microsecond:06d}"[:fsp] if fsp > 0 else text
 
 
 def parse_decimal(text: str) -> Decimal:

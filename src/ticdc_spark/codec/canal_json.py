@@ -20,9 +20,10 @@ TSO, which orders messages to the millisecond.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import orjson
@@ -100,41 +101,89 @@ class CanalJSONOptions(CommonOptions):
 # Java SQL type codes (java.sql.Types), as TiCDC assigns them.
 
 _JAVA_TYPE: dict[str, int] = {
-    "tinyint": -6, "smallint": 5, "mediumint": 4, "int": 4, "bigint": -5, "float": 7,
-    "double": 8, "decimal": 3, "date": 91, "datetime": 93, "timestamp": 93, "time": 92,
-    "year": 12, "char": 1, "varchar": 12, "binary": 2004, "varbinary": 2004, "tinytext": 2005,
-    "text": 2005, "mediumtext": 2005, "longtext": 2005, "tinyblob": 2004, "blob": 2004,
-    "mediumblob": 2004, "longblob": 2004, "enum": 4, "set": -7, "bit": -7, "json": 12,
-    "vector": 12, "geometry": -2,
+    "tinyint": -6,
+    "smallint": 5,
+    "mediumint": 4,
+    "int": 4,
+    "bigint": -5,
+    "float": 7,
+    "double": 8,
+    "decimal": 3,
+    "date": 91,
+    "datetime": 93,
+    "timestamp": 93,
+    "time": 92,
+    "year": 12,
+    "char": 1,
+    "varchar": 12,
+    "binary": 2004,
+    "varbinary": 2004,
+    "tinytext": 2005,
+    "text": 2005,
+    "mediumtext": 2005,
+    "longtext": 2005,
+    "tinyblob": 2004,
+    "blob": 2004,
+    "mediumblob": 2004,
+    "longblob": 2004,
+    "enum": 4,
+    "set": -7,
+    "bit": -7,
+    "json": 12,
+    "vector": 12,
+    "geometry": -2,
 }
 # Unsigned integers whose value no longer fits the signed Java type get the next wider code.
 _PROMOTION: dict[str, tuple[int, int]] = {
-    "tinyint": (127, 5), "smallint": (32767, 4), "int": (2147483647, -5),
+    "tinyint": (127, 5),
+    "smallint": (32767, 4),
+    "int": (2147483647, -5),
     "bigint": (9223372036854775807, 3),
 }
 _DDL_TYPE_NAME: dict[DDLType, str] = {
-    DDLType.CREATE_TABLE: "CREATE", DDLType.DROP_TABLE: "ERASE",
-    DDLType.TRUNCATE_TABLE: "TRUNCATE", DDLType.RENAME_TABLE: "RENAME",
-    DDLType.RENAME_TABLES: "RENAME", DDLType.ADD_INDEX: "CINDEX",
-    DDLType.ADD_FOREIGN_KEY: "CINDEX", DDLType.ADD_PRIMARY_KEY: "CINDEX",
-    DDLType.DROP_INDEX: "DINDEX", DDLType.DROP_FOREIGN_KEY: "DINDEX",
+    DDLType.CREATE_TABLE: "CREATE",
+    DDLType.DROP_TABLE: "ERASE",
+    DDLType.TRUNCATE_TABLE: "TRUNCATE",
+    DDLType.RENAME_TABLE: "RENAME",
+    DDLType.RENAME_TABLES: "RENAME",
+    DDLType.ADD_INDEX: "CINDEX",
+    DDLType.ADD_FOREIGN_KEY: "CINDEX",
+    DDLType.ADD_PRIMARY_KEY: "CINDEX",
+    DDLType.DROP_INDEX: "DINDEX",
+    DDLType.DROP_FOREIGN_KEY: "DINDEX",
     DDLType.DROP_PRIMARY_KEY: "DINDEX",
     **dict.fromkeys(
-        (DDLType.ADD_COLUMN, DDLType.DROP_COLUMN, DDLType.MODIFY_COLUMN, DDLType.REBASE_AUTO_ID,
-         DDLType.SET_DEFAULT_VALUE, DDLType.MODIFY_TABLE_COMMENT, DDLType.RENAME_INDEX,
-         DDLType.ADD_TABLE_PARTITION, DDLType.DROP_TABLE_PARTITION,
-         DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE, DDLType.TRUNCATE_TABLE_PARTITION,
-         DDLType.ADD_COLUMNS, DDLType.DROP_COLUMNS, DDLType.ALTER_INDEX_VISIBILITY,
-         DDLType.ACTION_MULTI_SCHEMA_CHANGE, DDLType.REORGANIZE_PARTITION,
-         DDLType.ALTER_TABLE_PARTITIONING, DDLType.REMOVE_PARTITIONING),
+        (
+            DDLType.ADD_COLUMN,
+            DDLType.DROP_COLUMN,
+            DDLType.MODIFY_COLUMN,
+            DDLType.REBASE_AUTO_ID,
+            DDLType.SET_DEFAULT_VALUE,
+            DDLType.MODIFY_TABLE_COMMENT,
+            DDLType.RENAME_INDEX,
+            DDLType.ADD_TABLE_PARTITION,
+            DDLType.DROP_TABLE_PARTITION,
+            DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE,
+            DDLType.TRUNCATE_TABLE_PARTITION,
+            DDLType.ADD_COLUMNS,
+            DDLType.DROP_COLUMNS,
+            DDLType.ALTER_INDEX_VISIBILITY,
+            DDLType.ACTION_MULTI_SCHEMA_CHANGE,
+            DDLType.REORGANIZE_PARTITION,
+            DDLType.ALTER_TABLE_PARTITIONING,
+            DDLType.REMOVE_PARTITIONING,
+        ),
         "ALTER",
     ),
 }
 # A canal DDL type names fewer actions than TiDB has; the SQL refines it where it can.
 _DDL_TYPE_OF_NAME: dict[str, DDLType] = {
-    "CREATE": DDLType.CREATE_TABLE, "ERASE": DDLType.DROP_TABLE,
-    "TRUNCATE": DDLType.TRUNCATE_TABLE, "RENAME": DDLType.RENAME_TABLE,
-    "CINDEX": DDLType.ADD_INDEX, "DINDEX": DDLType.DROP_INDEX,
+    "CREATE": DDLType.CREATE_TABLE,
+    "ERASE": DDLType.DROP_TABLE,
+    "TRUNCATE": DDLType.TRUNCATE_TABLE,
+    "RENAME": DDLType.RENAME_TABLE,
+    "CINDEX": DDLType.ADD_INDEX,
+    "DINDEX": DDLType.DROP_INDEX,
 }
 
 
@@ -185,16 +234,36 @@ def full_type_desc(ctype: ColumnType) -> str:
     return name + params + suffix
 
 
-_DEFAULT_WIDTH = {"tinyint": 4, "smallint": 6, "mediumint": 9, "int": 11, "bigint": 20,
-                  "bit": 1, "year": 4, "char": 1, "binary": 1}
+_DEFAULT_WIDTH = {
+    "tinyint": 4,
+    "smallint": 6,
+    "mediumint": 9,
+    "int": 11,
+    "bigint": 20,
+    "bit": 1,
+    "year": 4,
+    "char": 1,
+    "binary": 1,
+}
 _NARROWER_UNSIGNED = frozenset(("tinyint", "smallint", "mediumint", "int"))
-_NO_PARAMS = frozenset(("date", "json", "tinytext", "text", "mediumtext", "longtext",
-                        "tinyblob", "blob", "mediumblob", "longblob"))
+_NO_PARAMS = frozenset(
+    (
+        "date",
+        "json",
+        "tinytext",
+        "text",
+        "mediumtext",
+        "longtext",
+        "tinyblob",
+        "blob",
+        "mediumblob",
+        "longblob",
+    )
+)
 
 
 def _escape_element(element: str) -> str:
-    return (element.replace("'", "''").replace("\0", "\\0").replace("\n", "\\n")
-            .replace("\r", "\\r"))
+    return element.replace("'", "''").replace("\0", "\\0").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def plain_type_desc(ctype: ColumnType) -> str:
@@ -218,8 +287,7 @@ def _formatter(ctype: ColumnType) -> Callable[[Any], str]:
     return text_formatter(ctype)
 
 
-def _latin1(value: Any) -> str:
-    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+_latin1: Callable[[bytes], str] = operator.methodcaller("decode", "latin-1")
 
 
 def _parser(ctype: ColumnType) -> Callable[[str], Any]:
@@ -255,8 +323,10 @@ class _EncodePlan:
     prefix: bytes  # {"id":0,"database":..,"table":..,"pkNames":[..],"isDdl":false,"type":"
     columns: tuple[tuple[str, Callable[[Any], str]], ...]
     sql_types: bytes | None  # constant sqlType object, or None when value-dependent
-    types: tuple[tuple[str, ColumnType], ...]
+    base_codes: dict[str, int]
+    promotions: tuple[tuple[str, int, int], ...]  # (column, largest unpromoted value, code)
     mysql_types: bytes
+    promoted_text: dict[tuple[bool, ...], bytes] = field(default_factory=dict)
 
 
 class CanalJSONEncoder:
@@ -272,7 +342,8 @@ class CanalJSONEncoder:
         self._plans: dict[tuple[int, bool], tuple[TableSchema, _EncodePlan]] = {}
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
-            if self.options.large_message_handle_option == "claim-check" else None
+            if self.options.large_message_handle_option == "claim-check"
+            else None
         )
 
     def encode(self, events: Iterable[Event]) -> list[Message]:
@@ -294,8 +365,7 @@ class CanalJSONEncoder:
     def _row_message(self, row: RowChange) -> Message:
         opts = self.options
         key_only = row.kind is RowKind.DELETE and opts.delete_only_output_handle_key_columns
-        value = compress(self._row_json(row, key_only, b""),
-                         opts.large_message_handle_compression)
+        value = compress(self._row_json(row, key_only, b""), opts.large_message_handle_compression)
         if len(value) + RECORD_OVERHEAD > opts.max_message_bytes:
             value = self._large_row(row, value)
         schema = row.schema
@@ -339,12 +409,23 @@ class CanalJSONEncoder:
             old = b"[" + go_json(orjson.dumps(_text_image(plan.columns, old_image))) + b"]"
         sql_types = plan.sql_types
         if sql_types is None:
-            sql_types = _sql_types(plan.types, data_image or {})
+            sql_types = _sql_types(plan, data_image or {})
         parts = [
-            plan.prefix, kind.value.encode(), b'","es":', b"%d" % physical_ms(row.commit_ts),
-            b',"ts":', b"%d" % self.clock(), b',"sql":"","sqlType":', sql_types,
-            b',"mysqlType":', plan.mysql_types, b',"old":', old, b',"data":[',
-            go_json(orjson.dumps(data)), b"]",
+            plan.prefix,
+            kind.value.encode(),
+            b'","es":',
+            b"%d" % physical_ms(row.commit_ts),
+            b',"ts":',
+            b"%d" % self.clock(),
+            b',"sql":"","sqlType":',
+            sql_types,
+            b',"mysqlType":',
+            plan.mysql_types,
+            b',"old":',
+            old,
+            b',"data":[',
+            go_json(orjson.dumps(data)),
+            b"]",
         ]
         if self.options.enable_tidb_extension:
             parts += (b',"_tidb":{"commitTs":', b"%d" % row.commit_ts, tidb_marker, b"}")
@@ -365,12 +446,18 @@ class CanalJSONEncoder:
     # DDL and watermarks -----------------------------------------------------------------
 
     def _ddl_message(self, ddl: DDLEvent) -> Message:
-        obj = _struct_message(ddl.database, ddl.table, True, canal_ddl_type(ddl.ddl_type),
-                              physical_ms(ddl.commit_ts), self.clock(), ddl.query)
+        obj = _struct_message(
+            ddl.database,
+            ddl.table,
+            True,
+            canal_ddl_type(ddl.ddl_type),
+            physical_ms(ddl.commit_ts),
+            self.clock(),
+            ddl.query,
+        )
         if self.options.enable_tidb_extension:
             obj["_tidb"] = {"commitTs": ddl.commit_ts}
-        value = compress(go_json(orjson.dumps(obj)),
-                         self.options.large_message_handle_compression)
+        value = compress(go_json(orjson.dumps(obj)), self.options.large_message_handle_compression)
         return Message(None, value, Route.FIRST_PARTITION, ddl.database, ddl.table)
 
     def _watermark_message(self, ts: int) -> Message:
@@ -384,13 +471,24 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _struct_message(database: str, table: str, is_ddl: bool, kind: str, es: int, ts: int,
-                    sql: str) -> dict[str, Any]:
+def _struct_message(
+    database: str, table: str, is_ddl: bool, kind: str, es: int, ts: int, sql: str
+) -> dict[str, Any]:
     """DDL and watermark messages: TiCDC marshals a struct, so ``data`` comes before ``old``."""
     return {
-        "id": 0, "database": database, "table": table, "pkNames": None, "isDdl": is_ddl,
-        "type": kind, "es": es, "ts": ts, "sql": sql, "sqlType": None, "mysqlType": None,
-        "data": None, "old": None,
+        "id": 0,
+        "database": database,
+        "table": table,
+        "pkNames": None,
+        "isDdl": is_ddl,
+        "type": kind,
+        "es": es,
+        "ts": ts,
+        "sql": sql,
+        "sqlType": None,
+        "mysqlType": None,
+        "data": None,
+        "old": None,
     }
 
 
@@ -402,35 +500,61 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
     primary = set(schema.primary_key)
     pk_names = [c.name for c in schema.columns if c.name in primary]
     prefix = go_json(
-        b'{"id":0,"database":' + orjson.dumps(schema.database) + b',"table":'
-        + orjson.dumps(schema.table) + b',"pkNames":' + orjson.dumps(pk_names)
+        b'{"id":0,"database":'
+        + orjson.dumps(schema.database)
+        + b',"table":'
+        + orjson.dumps(schema.table)
+        + b',"pkNames":'
+        + orjson.dumps(pk_names)
         + b',"isDdl":false,"type":"'
     )
-    types = tuple((c.name, c.type) for c in columns)
-    promoted = any(t.unsigned and t.name in _PROMOTION for _, t in types)
+    base_codes = {c.name: java_sql_type(c.type) for c in columns}
+    promotions = tuple(
+        (c.name, *_PROMOTION[c.type.name])
+        for c in columns
+        if c.type.unsigned and c.type.name in _PROMOTION
+    )
     describe = full_type_desc if full_types else plain_type_desc
     mysql_types = go_json(orjson.dumps({c.name: describe(c.type) for c in columns}))
+    constant = None if promotions else go_json(orjson.dumps(base_codes or None))
     return _EncodePlan(
-        prefix, tuple((c.name, _formatter(c.type)) for c in columns),
-        None if promoted else _sql_types(types, {}), types, mysql_types,
+        prefix,
+        tuple((c.name, _formatter(c.type)) for c in columns),
+        constant,
+        base_codes,
+        promotions,
+        mysql_types,
     )
 
 
-def _sql_types(types: tuple[tuple[str, ColumnType], ...], image: dict[str, Any]) -> bytes:
-    obj = {name: java_sql_type(ctype, image.get(name)) for name, ctype in types}
-    return go_json(orjson.dumps(obj or None))
+def _sql_types(plan: _EncodePlan, image: dict[str, Any]) -> bytes:
+    """sqlType with unsigned integers promoted by the value they hold in this row."""
+    promoted = tuple(
+        type(value := image.get(name)) is int and value > largest
+        for name, largest, _ in plan.promotions
+    )
+    text = plan.promoted_text.get(promoted)
+    if text is None:
+        codes = plan.base_codes.copy()
+        for (name, _, code), up in zip(plan.promotions, promoted, strict=True):
+            if up:
+                codes[name] = code
+        text = plan.promoted_text[promoted] = go_json(orjson.dumps(codes or None))
+    return text
 
 
 def _text_image(
     columns: tuple[tuple[str, Callable[[Any], str]], ...], image: dict[str, Any] | None
 ) -> dict[str, str | None]:
     image = image or {}
-    out: dict[str, str | None] = {}
-    for name, fmt in columns:
-        if name in image:
-            value = image[name]
-            out[name] = None if value is None else fmt(value)
-    return out
+    try:  # the common case: the image has every column
+        return {name: None if (v := image[name]) is None else fmt(v) for name, fmt in columns}
+    except KeyError:  # only some columns (only-updated old, handle-key-only)
+        return {
+            name: None if (v := image[name]) is None else fmt(v)
+            for name, fmt in columns
+            if name in image
+        }
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,7 +582,8 @@ class CanalJSONDecoder:
         self._fsp = TemporalFsp()
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
-            if self.options.claim_check_storage_uri else None
+            if self.options.claim_check_storage_uri
+            else None
         )
 
     def decode(self, message: Message) -> list[Event]:
@@ -512,8 +637,9 @@ class CanalJSONDecoder:
         ddl_type = classify(sql)
         if ddl_type is DDLType.NONE:
             ddl_type = _DDL_TYPE_OF_NAME.get(str(obj.get("type")), DDLType.NONE)
-        return DDLEvent(ddl_type, sql, self._commit_ts(obj, tidb), _str(obj, "database"),
-                        _str(obj, "table"))
+        return DDLEvent(
+            ddl_type, sql, self._commit_ts(obj, tidb), _str(obj, "database"), _str(obj, "table")
+        )
 
     def _rows(self, obj: dict[str, Any], kind: RowKind, tidb: dict[str, Any]) -> list[Event]:
         data = obj.get("data")
@@ -534,15 +660,18 @@ class CanalJSONDecoder:
             if plan.temporal:
                 schema = self._fsp.apply(schema, plan.temporal, raw, raw_old)
             if kind is RowKind.DELETE:
-                events.append(RowChange(kind, schema, commit_ts, before=image,
-                                        handle_key_only=only_key))
+                events.append(
+                    RowChange(kind, schema, commit_ts, before=image, handle_key_only=only_key)
+                )
             elif kind is RowKind.INSERT:
-                events.append(RowChange(kind, schema, commit_ts, after=image,
-                                        handle_key_only=only_key))
+                events.append(
+                    RowChange(kind, schema, commit_ts, after=image, handle_key_only=only_key)
+                )
             else:
                 before = {**image, **_image(plan, raw_old)} if raw_old is not None else dict(image)
-                events.append(RowChange(kind, schema, commit_ts, before, image,
-                                        handle_key_only=only_key))
+                events.append(
+                    RowChange(kind, schema, commit_ts, before, image, handle_key_only=only_key)
+                )
         return events
 
     def _plan(self, obj: dict[str, Any], first_row: dict[str, Any]) -> _DecodePlan:
@@ -552,16 +681,22 @@ class CanalJSONDecoder:
         names = tuple(first_row)
         names += tuple(n for n in mysql_types if n not in first_row)
         pk = obj.get("pkNames") or ()
-        key = (obj.get("database"), obj.get("table"), names,
-               tuple(mysql_types.get(n) for n in names), tuple(pk) if isinstance(pk, list) else pk)
+        key = (
+            obj.get("database"),
+            obj.get("table"),
+            names,
+            tuple(mysql_types.get(n) for n in names),
+            tuple(pk) if isinstance(pk, list) else pk,
+        )
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans.put(key, _build_decode_plan(obj, names, mysql_types, pk))
         return plan
 
 
-def _build_decode_plan(obj: dict[str, Any], names: tuple[str, ...],
-                       mysql_types: dict[str, Any], pk: Any) -> _DecodePlan:
+def _build_decode_plan(
+    obj: dict[str, Any], names: tuple[str, ...], mysql_types: dict[str, Any], pk: Any
+) -> _DecodePlan:
     if not isinstance(pk, list | tuple) or not all(isinstance(n, str) for n in pk):
         raise DecodeError("'pkNames' must be an array of column names or null")
     columns = []
@@ -615,5 +750,8 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
-register(CodecSpec(PROTOCOL, CanalJSONOptions, CanalJSONEncoder, CanalJSONDecoder,
-                   aliases=("canal_json",)))
+register(
+    CodecSpec(
+        PROTOCOL, CanalJSONOptions, CanalJSONEncoder, CanalJSONDecoder, aliases=("canal_json",)
+    )
+)

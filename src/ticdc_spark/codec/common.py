@@ -30,8 +30,16 @@ V = TypeVar("V")
 
 # Exceptions that malformed input can raise inside a decoder; all become DecodeError.
 _INPUT_ERRORS = (
-    ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
-    UnicodeError, binascii.Error, orjson.JSONDecodeError, RecursionError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    UnicodeError,
+    binascii.Error,
+    orjson.JSONDecodeError,
+    RecursionError,
 )
 
 
@@ -43,8 +51,10 @@ def decoding(protocol: str, message: Message) -> Iterator[None]:
     except DecodeError as exc:
         raise exc.at(message.position, protocol) from None
     except _INPUT_ERRORS as exc:
-        reason = f"missing field {exc.args[0]!r}" if isinstance(exc, KeyError) else (
-            str(exc) or type(exc).__name__
+        reason = (
+            f"missing field {exc.args[0]!r}"
+            if isinstance(exc, KeyError)
+            else (str(exc) or type(exc).__name__)
         )
         raise DecodeError(
             reason, protocol=protocol, position=message.position, payload=message.value
@@ -121,7 +131,8 @@ def row_images(row: RowChange) -> tuple[dict[str, Any] | None, dict[str, Any] | 
 def temporal_columns(schema: TableSchema) -> tuple[str, ...]:
     """Columns whose fsp the protocol left unknown (DATETIME/TIMESTAMP/TIME)."""
     return tuple(
-        c.name for c in schema.columns
+        c.name
+        for c in schema.columns
         if c.type.family in (Family.DATETIME, Family.TIME) and c.type.decimal is None
     )
 
@@ -153,8 +164,9 @@ class TemporalFsp:
             replace(c, type=replace(c.type, decimal=known[c.name])) if c.name in known else c
             for c in schema.columns
         )
-        variant = TableSchema(schema.database, schema.table, columns, schema.indexes,
-                              schema.table_id, schema.version)
+        variant = TableSchema(
+            schema.database, schema.table, columns, schema.indexes, schema.table_id, schema.version
+        )
         self._variants[key] = (schema, variant)
         return variant
 

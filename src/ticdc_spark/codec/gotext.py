@@ -15,6 +15,7 @@ No library offers these Go-specific rules, so they are written here, once, for e
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 
@@ -24,9 +25,6 @@ __all__ = ["go_float", "go_json", "go_json_float", "go_quote", "go_unquote"]
 
 # --------------------------------------------------------------------------------------------
 # JSON escaping.
-
-_SHORT_ESCAPE_RE = re.compile(rb"(?<!\\)((?:\\\\)*)\\([bf])")
-_SHORT_TO_U = {b"b": b"\\u0008", b"f": b"\\u000c"}
 
 
 def go_json(data: bytes) -> bytes:
@@ -44,7 +42,14 @@ def go_json(data: bytes) -> bytes:
     if b"\xe2\x80" in data:
         data = data.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
     if b"\\b" in data or b"\\f" in data:
-        data = _SHORT_ESCAPE_RE.sub(lambda m: m[1] + _SHORT_TO_U[m[2]], data)
+        # orjson never writes a raw NUL (it escapes control characters), so NUL can stand in
+        # for the escaped backslash pairs while the short escapes are rewritten.
+        data = (
+            data.replace(b"\\\\", b"\0")
+            .replace(b"\\b", b"\\u0008")
+            .replace(b"\\f", b"\\u000c")
+            .replace(b"\0", b"\\\\")
+        )
     return data
 
 
@@ -52,8 +57,15 @@ def go_json(data: bytes) -> bytes:
 # strconv.Quote / strconv.Unquote for byte strings.
 
 _SIMPLE_ESCAPES = {
-    0x07: "\\a", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x0B: "\\v",
-    0x5C: "\\\\", 0x22: '\\"',
+    0x07: "\\a",
+    0x08: "\\b",
+    0x0C: "\\f",
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x09: "\\t",
+    0x0B: "\\v",
+    0x5C: "\\\\",
+    0x22: '\\"',
 }
 _PLAIN_ASCII = re.compile(rb"^[\x20-\x21\x23-\x5b\x5d-\x7e]*$")
 
@@ -62,8 +74,20 @@ def go_quote(data: bytes) -> str:
     """``strconv.Quote(string(data))`` without the surrounding quotes."""
     if _PLAIN_ASCII.match(data):
         return data.decode("ascii")
-    text = data.decode("utf-8", "surrogateescape")
-    return "".join(_quote_rune(ch) for ch in text)
+    # Bytes that are not UTF-8 decode to lone surrogates U+DC80..U+DCFF, which the table
+    # turns into \xNN like Go does for invalid bytes.
+    return data.decode("utf-8", "surrogateescape").translate(_QUOTE_TABLE)
+
+
+class _QuoteTable(dict[int, str]):
+    """A str.translate table that works out (and remembers) each code point's Go escape."""
+
+    def __missing__(self, code: int) -> str:
+        escaped = self[code] = _quote_rune(chr(code))
+        return escaped
+
+
+_QUOTE_TABLE = _QuoteTable()
 
 
 def _quote_rune(ch: str) -> str:
@@ -82,9 +106,23 @@ def _quote_rune(ch: str) -> str:
 
 _UNQUOTE_RE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3}|.)", re.S)
 _UNESCAPE = {
-    "a": b"\x07", "b": b"\x08", "f": b"\x0c", "n": b"\n", "r": b"\r", "t": b"\t", "v": b"\x0b",
-    "\\": b"\\", '"': b'"', "'": b"'",
+    "a": b"\x07",
+    "b": b"\x08",
+    "f": b"\x0c",
+    "n": b"\n",
+    "r": b"\r",
+    "t": b"\t",
+    "v": b"\x0b",
+    "\\": b"\\",
+    '"': b'"',
+    "'": b"'",
 }
+
+
+_VALID_QUOTED_RE = re.compile(
+    r"(?:[^\\]|\\(?:x[0-9a-fA-F]{2}|[0-7]{3}|[abfnrtv\\\"]|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}))*",
+    re.S,
+)
 
 
 def go_unquote(text: str) -> bytes:
@@ -94,6 +132,11 @@ def go_unquote(text: str) -> bytes:
     """
     if "\\" not in text:
         return text.encode("utf-8", "surrogatepass")
+    if _VALID_QUOTED_RE.fullmatch(text) is None:
+        raise ValueError(f"invalid escape in Go-quoted string {text[:40]!r}")
+    if "\\u" not in text and "\\U" not in text:
+        # Only byte escapes left, which Python's bytes-literal decoder reads the same way.
+        return codecs.escape_decode(text.encode("utf-8", "surrogatepass"))[0]
     out = bytearray()
     pos = 0
     for match in _UNQUOTE_RE.finditer(text):

@@ -133,9 +133,9 @@ class ClaimCheckStorage:
         os.replace(tmp, root / name)
         return self.location(name)
 
-    def read(self, location: str, max_bytes: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[
-        bytes | None, bytes
-    ]:
+    def read(
+        self, location: str, max_bytes: int = DEFAULT_MAX_DECOMPRESSED
+    ) -> tuple[bytes | None, bytes]:
         """Fetch the message a pointer names (by the last path element, as TiCDC does)."""
         name = location.rstrip("/").rsplit("/", 1)[-1]
         if not name or name in (".", "..") or "\\" in name:
@@ -146,8 +146,10 @@ class ClaimCheckStorage:
                 raise DecodeError(f"claim-check file {name} is over {max_bytes} bytes")
             body = orjson.loads(path.read_bytes())
             key = body.get("key")
-            return (None if key is None else base64.b64decode(key, validate=True),
-                    base64.b64decode(body["value"], validate=True))
+            return (
+                None if key is None else base64.b64decode(key, validate=True),
+                base64.b64decode(body["value"], validate=True),
+            )
         except DecodeError:
             raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

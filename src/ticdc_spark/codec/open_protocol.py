@@ -24,7 +24,6 @@ in the message tells them apart.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -100,23 +99,68 @@ class OpenProtocolOptions(CommonOptions):
 # Type codes: TiDB's mysql.Type* bytes.
 
 _CODE_OF: dict[str, int] = {
-    "tinyint": 1, "smallint": 2, "int": 3, "float": 4, "double": 5, "timestamp": 7,
-    "bigint": 8, "mediumint": 9, "date": 10, "time": 11, "datetime": 12, "year": 13,
-    "varchar": 15, "varbinary": 15, "bit": 16, "vector": 225, "json": 245, "decimal": 246,
-    "enum": 247, "set": 248, "tinytext": 249, "tinyblob": 249, "mediumtext": 250,
-    "mediumblob": 250, "longtext": 251, "longblob": 251, "text": 252, "blob": 252,
-    "char": 254, "binary": 254, "geometry": 255,
+    "tinyint": 1,
+    "smallint": 2,
+    "int": 3,
+    "float": 4,
+    "double": 5,
+    "timestamp": 7,
+    "bigint": 8,
+    "mediumint": 9,
+    "date": 10,
+    "time": 11,
+    "datetime": 12,
+    "year": 13,
+    "varchar": 15,
+    "varbinary": 15,
+    "bit": 16,
+    "vector": 225,
+    "json": 245,
+    "decimal": 246,
+    "enum": 247,
+    "set": 248,
+    "tinytext": 249,
+    "tinyblob": 249,
+    "mediumtext": 250,
+    "mediumblob": 250,
+    "longtext": 251,
+    "longblob": 251,
+    "text": 252,
+    "blob": 252,
+    "char": 254,
+    "binary": 254,
+    "geometry": 255,
 }
 # code -> (name without the binary flag, name with it)
 _NAME_OF: dict[int, tuple[str, str]] = {
-    1: ("tinyint",) * 2, 2: ("smallint",) * 2, 3: ("int",) * 2, 4: ("float",) * 2,
-    5: ("double",) * 2, 6: ("null",) * 2, 7: ("timestamp",) * 2, 8: ("bigint",) * 2,
-    9: ("mediumint",) * 2, 10: ("date",) * 2, 11: ("time",) * 2, 12: ("datetime",) * 2,
-    13: ("year",) * 2, 14: ("date",) * 2, 15: ("varchar", "varbinary"), 16: ("bit",) * 2,
-    225: ("vector",) * 2, 245: ("json",) * 2, 246: ("decimal",) * 2, 247: ("enum",) * 2,
-    248: ("set",) * 2, 249: ("tinytext", "tinyblob"), 250: ("mediumtext", "mediumblob"),
-    251: ("longtext", "longblob"), 252: ("text", "blob"), 253: ("varchar", "varbinary"),
-    254: ("char", "binary"), 255: ("geometry",) * 2,
+    1: ("tinyint",) * 2,
+    2: ("smallint",) * 2,
+    3: ("int",) * 2,
+    4: ("float",) * 2,
+    5: ("double",) * 2,
+    6: ("null",) * 2,
+    7: ("timestamp",) * 2,
+    8: ("bigint",) * 2,
+    9: ("mediumint",) * 2,
+    10: ("date",) * 2,
+    11: ("time",) * 2,
+    12: ("datetime",) * 2,
+    13: ("year",) * 2,
+    14: ("date",) * 2,
+    15: ("varchar", "varbinary"),
+    16: ("bit",) * 2,
+    225: ("vector",) * 2,
+    245: ("json",) * 2,
+    246: ("decimal",) * 2,
+    247: ("enum",) * 2,
+    248: ("set",) * 2,
+    249: ("tinytext", "tinyblob"),
+    250: ("mediumtext", "mediumblob"),
+    251: ("longtext", "longblob"),
+    252: ("text", "blob"),
+    253: ("varchar", "varbinary"),
+    254: ("char", "binary"),
+    255: ("geometry",) * 2,
 }
 _BASE64_CODES = frozenset((249, 250, 251, 252))  # BLOB and TEXT share these: always base64
 _QUOTED_CODES = frozenset((15, 253, 254))  # CHAR/VARCHAR: Go-quoted when binary
@@ -140,7 +184,7 @@ def _column_type(code: int, flags: int) -> ColumnType:
 def _wire_encoder(ctype: ColumnType, code: int) -> Callable[[Any], Any]:
     family = ctype.family
     if code in _BASE64_CODES:
-        return lambda v: base64.b64encode(v if isinstance(v, bytes) else v.encode()).decode()
+        return _to_base64 if family is Family.BYTES else _text_to_base64
     if family is Family.BYTES:  # BINARY/VARBINARY
         return go_quote
     if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
@@ -156,6 +200,14 @@ def _wire_encoder(ctype: ColumnType, code: int) -> Callable[[Any], Any]:
 
 def _identity(value: Any) -> Any:
     return value
+
+
+def _to_base64(value: bytes) -> str:
+    return binascii.b2a_base64(value, newline=False).decode("ascii")
+
+
+def _text_to_base64(value: str) -> str:
+    return binascii.b2a_base64(value.encode("utf-8"), newline=False).decode("ascii")
 
 
 def _wire_decoder(ctype: ColumnType, code: int, legacy: bool) -> Callable[[Any], Any]:
@@ -212,7 +264,7 @@ def _expect_str(value: Any) -> str:
 
 
 def _from_base64(value: Any) -> bytes:
-    return base64.b64decode(_expect_str(value), validate=True)
+    return binascii.a2b_base64(_expect_str(value), strict_mode=True)
 
 
 def _text_from_base64(value: Any) -> str:
@@ -231,7 +283,7 @@ def _legacy_string(value: Any) -> str | bytes:
     """
     text = _expect_str(value)
     try:
-        raw = base64.b64decode(text, validate=True)
+        raw = binascii.a2b_base64(text, strict_mode=True)
     except (binascii.Error, ValueError):
         return text
     try:
@@ -246,11 +298,18 @@ def _legacy_string(value: Any) -> str | bytes:
 
 @dataclass(slots=True)
 class _ColumnPlan:
+    """How one column is written; ``entry`` is its column object, refilled for every image
+    (each image is serialized before the next is filled, so sharing it is safe)."""
+
     name: str
-    code: int
-    flags: int
-    handle: bool
     encode: Callable[[Any], Any]
+    entry: dict[str, Any]
+
+
+@dataclass(slots=True)
+class _TablePlan:
+    columns: list[_ColumnPlan]  # sorted by name bytewise, as TiCDC's Go map encoding writes
+    full: dict[str, dict[str, Any]]  # name -> entry, for images with every column
 
 
 class OpenProtocolEncoder:
@@ -260,10 +319,11 @@ class OpenProtocolEncoder:
 
     def __init__(self, options: OpenProtocolOptions | None = None) -> None:
         self.options = options or OpenProtocolOptions()
-        self._plans: LRUCache[int, tuple[TableSchema, list[_ColumnPlan]]] = LRUCache()
+        self._plans: LRUCache[int, tuple[TableSchema, _TablePlan]] = LRUCache()
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
-            if self.options.large_message_handle_option == "claim-check" else None
+            if self.options.large_message_handle_option == "claim-check"
+            else None
         )
 
     def encode(self, events: Iterable[Event]) -> list[Message]:
@@ -334,13 +394,11 @@ class OpenProtocolEncoder:
             key_obj["ohk"] = True
         if claim_check is not None:
             key_obj["ccl"] = claim_check
-        plan = self._plan(schema)
-        value_obj = self._row_value(row, plan, key_only)
-        value = go_json(orjson.dumps(value_obj))
+        value = go_json(self._row_value(row, self._plan(schema), key_only))
         method = self.options.large_message_handle_compression
         return go_json(orjson.dumps(key_obj)), compress(value, method)
 
-    def _row_value(self, row: RowChange, plan: list[_ColumnPlan], key_only: bool) -> dict:
+    def _row_value(self, row: RowChange, plan: _TablePlan, key_only: bool) -> bytes:
         before, after = row_images(row)
         opts = self.options
         if key_only or (row.kind is RowKind.DELETE and opts.delete_only_output_handle_key_columns):
@@ -349,31 +407,34 @@ class OpenProtocolEncoder:
             if not (before or after):
                 raise EncodeError(f"{row.schema.qualified_name} has no handle-key columns")
         if row.kind is RowKind.DELETE:
-            return {"d": _columns_json(plan, before)}
-        value: dict[str, Any] = {"u": _columns_json(plan, after)}
+            return b'{"d":' + _columns_json(plan, before) + b"}"
+        value = b'{"u":' + _columns_json(plan, after)
         if row.kind is RowKind.UPDATE and opts.output_old_value and before is not None:
             old = before
             if opts.only_output_updated_columns:
                 old = changed_columns(before, after or {})
             if old:
-                value["p"] = _columns_json(plan, old)
-        return value
+                value += b',"p":' + _columns_json(plan, old)
+        return value + b"}"
 
-    def _plan(self, schema: TableSchema) -> list[_ColumnPlan]:
+    def _plan(self, schema: TableSchema) -> _TablePlan:
         hit = self._plans.get(id(schema))
         if hit is not None and hit[0] is schema:
             return hit[1]
         derived = schema.with_derived_flags()
-        plan = []
+        columns = []
         for column, wire in sorted(
             zip(schema.columns, derived.columns, strict=True), key=lambda p: p[0].name.encode()
         ):
             flags = int(column.flags | wire.flags)
             code = _CODE_OF.get(column.type.name, 15)
-            plan.append(_ColumnPlan(
-                column.name, code, flags, bool(flags & ColumnFlag.HANDLE_KEY),
-                _wire_encoder(column.type, code),
-            ))
+            entry: dict[str, Any] = {"t": code}
+            if flags & ColumnFlag.HANDLE_KEY:
+                entry["h"] = True
+            entry["f"] = flags
+            entry["v"] = None
+            columns.append(_ColumnPlan(column.name, _wire_encoder(column.type, code), entry))
+        plan = _TablePlan(columns, {c.name: c.entry for c in columns})
         self._plans.put(id(schema), (schema, plan))
         return plan
 
@@ -389,8 +450,11 @@ class OpenProtocolEncoder:
         value = go_json(orjson.dumps({"q": ddl.query, "t": int(ddl.ddl_type)}))
         value = compress(value, self.options.large_message_handle_compression)
         return Message(
-            _frame_key([go_json(orjson.dumps(key_obj))]), _frame_values([value]),
-            Route.ALL_PARTITIONS, ddl.database, ddl.table,
+            _frame_key([go_json(orjson.dumps(key_obj))]),
+            _frame_values([value]),
+            Route.ALL_PARTITIONS,
+            ddl.database,
+            ddl.table,
         )
 
     def _resolved_message(self, ts: int) -> Message:
@@ -398,20 +462,22 @@ class OpenProtocolEncoder:
         return Message(_frame_key([key]), _U64.pack(0), Route.ALL_TOPICS)
 
 
-def _columns_json(plan: list[_ColumnPlan], image: dict[str, Any] | None) -> dict[str, Any]:
+def _columns_json(plan: _TablePlan, image: dict[str, Any] | None) -> bytes:
+    """The JSON of one image's columns (``{"name":{"t":..,"f":..,"v":..},...}``)."""
     image = image or {}
-    out: dict[str, Any] = {}
-    for col in plan:
-        if col.name not in image:
-            continue
-        value = image[col.name]
-        entry: dict[str, Any] = {"t": col.code}
-        if col.handle:
-            entry["h"] = True
-        entry["f"] = col.flags
-        entry["v"] = None if value is None else col.encode(value)
-        out[col.name] = entry
-    return out
+    try:  # the common case: every column is in the image
+        for col in plan.columns:
+            value = image[col.name]
+            col.entry["v"] = None if value is None else col.encode(value)
+        return orjson.dumps(plan.full)
+    except KeyError:
+        out = {}
+        for col in plan.columns:
+            if col.name in image:
+                value = image[col.name]
+                col.entry["v"] = None if value is None else col.encode(value)
+                out[col.name] = col.entry
+        return orjson.dumps(out)
 
 
 class _Batch:
@@ -437,10 +503,16 @@ class _Batch:
     def flush_into(self, out: list[Message]) -> None:
         if not self.rows:
             return
-        out.append(Message(
-            _frame_key(self.keys), _frame_values(self.values), Route.DISPATCH,
-            self.database, self.table, rows=self.rows,
-        ))
+        out.append(
+            Message(
+                _frame_key(self.keys),
+                _frame_values(self.values),
+                Route.DISPATCH,
+                self.database,
+                self.table,
+                rows=self.rows,
+            )
+        )
         self.__init__()  # type: ignore[misc]
 
 
@@ -464,9 +536,16 @@ def _frame_values(values: list[bytes]) -> bytes:
 
 @dataclass(slots=True)
 class _RowPlan:
+    """A table shape seen on the wire: per column its (type code, flags, handle) as sent and
+    the function reading its values.  Messages are checked against it column by column."""
+
     schema: TableSchema
-    decoders: dict[str, Callable[[Any], Any]]
+    columns: dict[str, tuple[Any, Any, Any, Callable[[Any], Any]]]
     temporal: tuple[str, ...]
+
+
+class _ShapeChanged(Exception):
+    """A column's type or flags differ from the cached plan (e.g. after MODIFY COLUMN)."""
 
 
 class OpenProtocolDecoder:
@@ -480,7 +559,8 @@ class OpenProtocolDecoder:
         self._fsp = TemporalFsp()
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
-            if self.options.claim_check_storage_uri else None
+            if self.options.claim_check_storage_uri
+            else None
         )
 
     def decode(self, message: Message) -> list[Event]:
@@ -519,8 +599,11 @@ class OpenProtocolDecoder:
         if kind == _DDL:
             obj = require_dict(loads(value, "DDL value"), "DDL value")
             return DDLEvent(
-                DDLType(int(obj.get("t") or 0)), _expect_str(obj["q"]), ts,
-                _str_field(key, "scm"), _str_field(key, "tbl"),
+                DDLType(int(obj.get("t") or 0)),
+                _expect_str(obj["q"]),
+                ts,
+                _str_field(key, "scm"),
+                _str_field(key, "tbl"),
             )
         if kind != _ROW:
             raise DecodeError(f"unknown event type t={kind!r}")
@@ -546,46 +629,50 @@ class OpenProtocolDecoder:
         else:
             columns = require_dict(value.get("u"), "u")
             kind = RowKind.UPDATE if value.get("p") is not None else RowKind.INSERT
-        plan = self._plan(key, columns)
-        image = _image(plan, columns)
+        old_raw = require_dict(value["p"], "p") if kind is RowKind.UPDATE else None
+        cache_key = (key.get("scm"), key.get("tbl"), tuple(columns))
+        plan = self._plans.get(cache_key)
+        try:
+            if plan is None:
+                raise _ShapeChanged
+            image = _image(plan, columns)
+            old_image = _image(plan, old_raw) if old_raw is not None else None
+        except _ShapeChanged:
+            plan = self._plans.put(cache_key, _build_plan(key, columns))
+            image = _image(plan, columns)
+            try:
+                old_image = _image(plan, old_raw) if old_raw is not None else None
+            except _ShapeChanged:
+                raise DecodeError("'p' has a column that 'u' lacks or types differently") from None
         before = after = None
-        old_raw = None
         if kind is RowKind.DELETE:
             before = image
         else:
             after = image
-            if kind is RowKind.UPDATE:
-                old_raw = require_dict(value["p"], "p")
-                before = {**after, **_image(plan, old_raw)}  # p may hold only changed columns
+            if old_image is not None:
+                before = {**after, **old_image}  # p may hold only the changed columns
         schema = plan.schema
         if plan.temporal:
             schema = self._fsp.apply(schema, plan.temporal, _raw(columns), _raw(old_raw))
         partition = key.get("ptn")
         return RowChange(
-            kind, schema, ts, before, after,
+            kind,
+            schema,
+            ts,
+            before,
+            after,
             partition_id=partition if type(partition) is int else None,
             handle_key_only=bool(key.get("ohk")),
         )
 
-    def _plan(self, key: dict[str, Any], columns: dict[str, Any]) -> _RowPlan:
-        shape = tuple(
-            (name, c.get("t"), c.get("f"), c.get("h")) if isinstance(c, dict) else (name,)
-            for name, c in columns.items()
-        )
-        cache_key = (key.get("scm"), key.get("tbl"), shape)
-        plan = self._plans.get(cache_key)
-        if plan is None:
-            plan = self._plans.put(cache_key, _build_plan(key, shape))
-        return plan
 
-
-def _build_plan(key: dict[str, Any], shape: tuple[tuple[Any, ...], ...]) -> _RowPlan:
+def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
     columns = []
-    decoders = {}
-    for entry in shape:
-        if len(entry) != 4:
-            raise DecodeError(f"column {entry[0]!r} must be a JSON object")
-        name, code, flags, handle = entry
+    entries = {}
+    for name, column in wire.items():
+        if not isinstance(column, dict):
+            raise DecodeError(f"column {name!r} must be a JSON object")
+        code, flags, handle = column.get("t"), column.get("f"), column.get("h")
         if type(code) is not int:
             raise DecodeError(f"column {name!r} has no type code")
         legacy = flags is None
@@ -596,28 +683,44 @@ def _build_plan(key: dict[str, Any], shape: tuple[tuple[Any, ...], ...]) -> _Row
             bits |= ColumnFlag.HANDLE_KEY
         ctype = _column_type(code, bits)
         nullable = bool(bits & ColumnFlag.NULLABLE) or legacy
-        columns.append(Column(name, ctype, nullable=nullable,
-                              generated=bool(bits & ColumnFlag.GENERATED), flags=bits))
-        decoders[name] = _wire_decoder(ctype, code, legacy)
+        columns.append(
+            Column(
+                name,
+                ctype,
+                nullable=nullable,
+                generated=bool(bits & ColumnFlag.GENERATED),
+                flags=bits,
+            )
+        )
+        decode = _wire_decoder(ctype, code, legacy)
+        entries[name] = (code, flags, handle if legacy else _ANY, decode)
     schema = TableSchema(_str_field(key, "scm"), _str_field(key, "tbl"), tuple(columns))
-    return _RowPlan(schema, decoders, temporal_columns(schema))
+    return _RowPlan(schema, entries, temporal_columns(schema))
+
+
+_ANY = object()  # "h" is not checked when "f" (which carries the handle bit) is present
 
 
 def _image(plan: _RowPlan, columns: dict[str, Any]) -> dict[str, Any]:
-    decoders = plan.decoders
+    entries = plan.columns
     out = {}
     for name, column in columns.items():
-        if not isinstance(column, dict):
-            raise DecodeError(f"column {name!r} must be a JSON object")
-        decode = decoders.get(name)
-        if decode is None:
-            raise DecodeError(f"column {name!r} of the old image is not in the new image")
-        value = column.get("v")
+        entry = entries.get(name)
+        if entry is None:
+            raise _ShapeChanged
+        code, flags, handle, decode = entry
         try:
+            if (
+                column["t"] != code
+                or column.get("f") != flags
+                or (handle is not _ANY and column.get("h") != handle)
+            ):
+                raise _ShapeChanged
+            value = column.get("v")
             out[name] = None if value is None else decode(value)
         except DecodeError as exc:
             raise DecodeError(f"column {name!r}: {exc.reason}") from None
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError) as exc:
+        except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
             raise DecodeError(f"column {name!r}: {exc}") from None
     return out
 
@@ -660,5 +763,12 @@ def _entries(data: bytes, start: int, what: str) -> Iterator[bytes]:
         pos += length
 
 
-register(CodecSpec(PROTOCOL, OpenProtocolOptions, OpenProtocolEncoder, OpenProtocolDecoder,
-                   aliases=("open", "default")))
+register(
+    CodecSpec(
+        PROTOCOL,
+        OpenProtocolOptions,
+        OpenProtocolEncoder,
+        OpenProtocolDecoder,
+        aliases=("open", "default"),
+    )
+)

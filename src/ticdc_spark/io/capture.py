@@ -20,8 +20,7 @@ import orjson
 from ticdc_spark.codec.base import Message
 from ticdc_spark.errors import CaptureError
 
-__all__ = ["message_to_record", "read_capture", "read_values", "record_to_message",
-           "write_capture"]
+__all__ = ["message_to_record", "read_capture", "read_values", "record_to_message", "write_capture"]
 
 
 def read_capture(lines: Iterable[bytes | str], source: str = "") -> Iterator[Message]:

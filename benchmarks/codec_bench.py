@@ -1,0 +1,131 @@
+"""Codec throughput beside the parse-only floor of the same bytes.
+
+For each protocol and table shape (sysbench-like, all-types) it encodes a fixed workload and
+decodes the messages, and times ``orjson.loads`` over the JSON documents of those same messages
+(the decode floor) and ``orjson.dumps`` of the parsed documents (the encode floor).  The ratio
+column is floor time / codec time: 1.0 would mean the protocol logic is free, 0.5 that it
+costs as much as the parsing.  Run it as::
+
+    python benchmarks/codec_bench.py [--rows 20000] [--repeat 3]
+
+Machines here are noisy: compare the ratios, measured side by side in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from ticdc_spark.codec import Message, make_decoder, make_encoder
+from ticdc_spark.model import RowChange, TableSchema
+from ticdc_spark.workload import Workload, alltypes_schema, sbtest_schema
+
+PROTOCOLS: list[tuple[str, dict[str, str]]] = [
+    ("open-protocol", {}),
+    ("canal-json", {"enable-tidb-extension": "true"}),
+]
+
+
+def rows_for(schema: TableSchema, count: int) -> list[RowChange]:
+    """``count`` row changes of one table from the deterministic workload."""
+    workload = Workload(seed=7, rows=count * 3, tables=2)
+    wanted = "sbtest" if schema.table.startswith("sbtest") else "alltypes"
+    rows = [e for e in workload.events() if isinstance(e, RowChange) and e.table.startswith(wanted)]
+    return rows[:count]
+
+
+def json_documents(protocol: str, messages: list[Message]) -> list[bytes]:
+    """The JSON texts inside the messages: what a parse-only consumer would load."""
+    if protocol != "open-protocol":
+        return [m.value for m in messages if m.value]
+    docs = []
+    for message in messages:
+        for data, start in ((message.key or b"", 8), (message.value or b"", 0)):
+            pos = start
+            while pos < len(data):
+                (length,) = struct.unpack_from(">Q", data, pos)
+                if length:
+                    docs.append(data[pos + 8 : pos + 8 + length])
+                pos += 8 + length
+    return docs
+
+
+def best_of(repeat: int, func: Callable[[], Any]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        func()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(
+    protocol: str, options: dict[str, str], rows: list[RowChange], repeat: int
+) -> dict[str, float]:
+    encoder = make_encoder(protocol, options)
+    decoder = make_decoder(protocol, options)
+    messages = encoder.encode(rows)
+    docs = json_documents(protocol, messages)
+    parsed = [orjson.loads(d) for d in docs]
+    size = sum(m.size for m in messages)
+    events = sum(len(decoder.decode(m)) for m in messages)
+    assert events == len(rows), (events, len(rows))
+
+    encode = best_of(repeat, lambda: encoder.encode(rows))
+    decode = best_of(repeat, lambda: [decoder.decode(m) for m in messages])
+    loads = best_of(repeat, lambda: [orjson.loads(d) for d in docs])
+    dumps = best_of(repeat, lambda: [orjson.dumps(p) for p in parsed])
+    return {
+        "messages": len(messages),
+        "rows": len(rows),
+        "mb": size / 1e6,
+        "encode_s": encode,
+        "decode_s": decode,
+        "loads_s": loads,
+        "dumps_s": dumps,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=20000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    header = (
+        f"{'protocol':<14} {'table':<9} {'rows':>6} {'msgs':>6} {'MB':>6} | "
+        f"{'enc rows/s':>10} {'enc MB/s':>8} {'dumps MB/s':>10} {'ratio':>5} | "
+        f"{'dec rows/s':>10} {'dec MB/s':>8} {'loads MB/s':>10} {'ratio':>5}"
+    )
+    print(header)
+    print("-" * len(header))
+    totals: dict[str, list[float]] = {}
+    for table, schema in (("sysbench", sbtest_schema()), ("alltypes", alltypes_schema())):
+        rows = rows_for(schema, args.rows)
+        for protocol, options in PROTOCOLS:
+            r = measure(protocol, options, rows, args.repeat)
+            acc = totals.setdefault(protocol, [0.0, 0.0, 0.0, 0.0])
+            for i, k in enumerate(("encode_s", "dumps_s", "decode_s", "loads_s")):
+                acc[i] += r[k]
+            print(
+                f"{protocol:<14} {table:<9} {r['rows']:>6} {r['messages']:>6} {r['mb']:>6.1f} | "
+                f"{r['rows'] / r['encode_s']:>10,.0f} {r['mb'] / r['encode_s']:>8.1f} "
+                f"{r['mb'] / r['dumps_s']:>10.1f} {r['dumps_s'] / r['encode_s']:>5.2f} | "
+                f"{r['rows'] / r['decode_s']:>10,.0f} {r['mb'] / r['decode_s']:>8.1f} "
+                f"{r['mb'] / r['loads_s']:>10.1f} {r['loads_s'] / r['decode_s']:>5.2f}"
+            )
+    print()
+    print("whole workload (both tables): ratio = floor time / codec time")
+    for protocol, (enc, dumps, dec, loads) in totals.items():
+        print(f"  {protocol:<14} encode {dumps / enc:.2f}   decode {loads / dec:.2f}")
+
+
+if __name__ == "__main__":
+    main()
