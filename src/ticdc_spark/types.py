@@ -556,7 +556,15 @@ def _format_datetime_col(ctype: ColumnType) -> Callable[[Any], str]:
     fsp = ctype.decimal
     if fsp is None:
         return lambda v: _trim_fraction(format_datetime(v, 6))
-    return lambda v: format_datetime(v, fsp)
+    cut = 20 + fsp if fsp > 0 else 19
+    datetime_type = _dt.datetime
+
+    def format_column(value: Any) -> str:
+        if type(value) is datetime_type:  # inline fast path of format_datetime
+            return value.isoformat(" ", "microseconds")[:cut]
+        return format_datetime(value, fsp)
+
+    return format_column
 
 
 def _format_time_col(ctype: ColumnType) -> Callable[[Any], str]:

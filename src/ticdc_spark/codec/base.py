@@ -27,7 +27,7 @@ class Route(enum.Enum):
     ALL_TOPICS = "all-topics"  # every partition of every topic (watermarks)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Message:
     """One Kafka record: what an encoder produces and a decoder consumes.
 

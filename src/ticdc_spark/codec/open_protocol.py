@@ -308,7 +308,9 @@ class _ColumnPlan:
 
 @dataclass(slots=True)
 class _TablePlan:
-    columns: list[_ColumnPlan]  # sorted by name bytewise, as TiCDC's Go map encoding writes
+    # (name, encoder or None when the value is written as is, entry), sorted by name bytewise
+    # as TiCDC's Go map encoding writes them
+    fill: list[tuple[str, Callable[[Any], Any] | None, dict[str, Any]]]
     full: dict[str, dict[str, Any]]  # name -> entry, for images with every column
 
 
@@ -434,7 +436,8 @@ class OpenProtocolEncoder:
             entry["f"] = flags
             entry["v"] = None
             columns.append(_ColumnPlan(column.name, _wire_encoder(column.type, code), entry))
-        plan = _TablePlan(columns, {c.name: c.entry for c in columns})
+        fill = [(c.name, None if c.encode is _identity else c.encode, c.entry) for c in columns]
+        plan = _TablePlan(fill, {c.name: c.entry for c in columns})
         self._plans.put(id(schema), (schema, plan))
         return plan
 
@@ -466,17 +469,17 @@ def _columns_json(plan: _TablePlan, image: dict[str, Any] | None) -> bytes:
     """The JSON of one image's columns (``{"name":{"t":..,"f":..,"v":..},...}``)."""
     image = image or {}
     try:  # the common case: every column is in the image
-        for col in plan.columns:
-            value = image[col.name]
-            col.entry["v"] = None if value is None else col.encode(value)
+        for name, encode, entry in plan.fill:
+            value = image[name]
+            entry["v"] = value if value is None or encode is None else encode(value)
         return orjson.dumps(plan.full)
     except KeyError:
         out = {}
-        for col in plan.columns:
-            if col.name in image:
-                value = image[col.name]
-                col.entry["v"] = None if value is None else col.encode(value)
-                out[col.name] = col.entry
+        for name, encode, entry in plan.fill:
+            if name in image:
+                value = image[name]
+                entry["v"] = value if value is None or encode is None else encode(value)
+                out[name] = entry
         return orjson.dumps(out)
 
 
