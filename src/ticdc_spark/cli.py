@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except BrokenPipeError:  # e.g. piped into `head`
         with contextlib.suppress(Exception):
-            sys.stdout = None  # type: ignore[assignment]
+            sys.stdout = None
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
@@ -63,6 +63,7 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_decode(commands)
     _add_encode(commands)
+    _add_sample(commands)
     return parser
 
 
@@ -270,6 +271,32 @@ def _event_ms(event: Event) -> int:
     if ts is None:
         ts = getattr(event, "ts", 0)
     return physical_ms(int(ts or 0))
+
+
+# --------------------------------------------------------------------------------------------
+# sample
+
+
+def _add_sample(commands: Any) -> None:
+    parser = commands.add_parser(
+        "sample", help="print a bundled sample capture of a protocol",
+        description="Write a small bundled capture (TiCDC output of a sysbench-like and an "
+        "all-types table) to stdout, to try decode on: "
+        "ticdc-spark sample -p canal-json | ticdc-spark decode -p canal-json",
+    )
+    parser.add_argument("--protocol", "-p", required=True, help="open-protocol or canal-json")
+    parser.set_defaults(run=_run_sample)
+
+
+def _run_sample(args: argparse.Namespace) -> int:
+    from importlib import resources
+
+    name = f"{args.protocol}.capture.jsonl"
+    sample = resources.files("ticdc_spark").joinpath("samples").joinpath(name)
+    if not sample.is_file():
+        raise ConfigError(f"no bundled sample for protocol {args.protocol!r}")
+    sys.stdout.buffer.write(sample.read_bytes())
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------------------------

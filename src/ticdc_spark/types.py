@@ -468,10 +468,10 @@ def _parse_irregular(text: str) -> ZeroDate:
     match = _DATE_RE.match(text)
     if match is None:
         raise ValueError(f"not a MySQL date/time: {text!r}")
-    fields = [int(g) if g else 0 for g in match.groups()[:6]]
+    year, month, day, hour, minute, second = (int(g) if g else 0 for g in match.groups()[:6])
     fraction = match[7] or ""
     microsecond = int(fraction.ljust(6, "0")) if fraction else 0
-    return ZeroDate(*fields, microsecond)
+    return ZeroDate(year, month, day, hour, minute, second, microsecond)
 
 
 def _is_calendar(value: ZeroDate) -> bool:

@@ -718,7 +718,7 @@ def _build_decode_plan(
 
 def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
     parsers = plan.parsers
-    out = {}
+    out: dict[str, Any] = {}
     for name, text in raw.items():
         if text is None:
             out[name] = None

@@ -527,7 +527,7 @@ def _frame_key(keys: list[bytes]) -> bytes:
 
 
 def _frame_values(values: list[bytes]) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     for value in values:
         parts += (_U64.pack(len(value)), value)
     return b"".join(parts)
@@ -681,7 +681,7 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
         legacy = flags is None
         if not legacy and type(flags) is not int:
             raise DecodeError(f"column {name!r} has a bad flag {flags!r}")
-        bits = ColumnFlag(flags & 0xFF) if not legacy else ColumnFlag.NONE
+        bits = ColumnFlag(flags & 0xFF) if flags is not None else ColumnFlag.NONE
         if handle is True:
             bits |= ColumnFlag.HANDLE_KEY
         ctype = _column_type(code, bits)

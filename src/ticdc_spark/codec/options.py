@@ -67,11 +67,11 @@ def parse_options(cls: type[T], values: Mapping[str, Any] | None = None) -> T:
     hints = get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for key, raw in (values or {}).items():
-        name = lookup.get(key.strip().lower().replace("_", "-"))
-        if name is None:
+        found = lookup.get(key.strip().lower().replace("_", "-"))
+        if found is None:
             valid = ", ".join(option_names(cls))
             raise ConfigError(f"unknown option {key!r} for {_protocol_of(cls)}; valid: {valid}")
-        kwargs[name] = _convert(key, raw, hints[name], fields[name])
+        kwargs[found] = _convert(key, raw, hints[found], fields[found])
     try:
         return cls(**kwargs)
     except TypeError as exc:  # pragma: no cover - guarded by the lookup above

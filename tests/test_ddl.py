@@ -1,0 +1,39 @@
+"""Classifying DDL statements into TiDB actions."""
+
+from __future__ import annotations
+
+import pytest
+
+from ticdc_spark.ddl import classify
+from ticdc_spark.model import DDLType
+
+
+@pytest.mark.parametrize(
+    ("sql", "action"),
+    [
+        ("CREATE TABLE test.t1(id int primary key, val varchar(16))", DDLType.CREATE_TABLE),
+        ("create table if not exists `a`.`b` (x int)", DDLType.CREATE_TABLE),
+        ("drop database if exists test", DDLType.DROP_SCHEMA),
+        ("CREATE DATABASE `d` /* comment */", DDLType.CREATE_SCHEMA),
+        ("DROP TABLE `s`.`t`", DDLType.DROP_TABLE),
+        ("TRUNCATE TABLE t", DDLType.TRUNCATE_TABLE),
+        ("RENAME TABLE `a`.`b` TO `c`.`d`", DDLType.RENAME_TABLE),
+        ("ALTER TABLE t RENAME TO u", DDLType.RENAME_TABLE),
+        ("ALTER TABLE `user` ADD COLUMN `createTime` TIMESTAMP", DDLType.ADD_COLUMN),
+        ("alter table t add c int", DDLType.ADD_COLUMN),
+        ("ALTER TABLE t DROP COLUMN c", DDLType.DROP_COLUMN),
+        ("ALTER TABLE t MODIFY COLUMN c bigint", DDLType.MODIFY_COLUMN),
+        ("ALTER TABLE t CHANGE c d bigint", DDLType.MODIFY_COLUMN),
+        ("ALTER TABLE t ADD INDEX idx (c)", DDLType.ADD_INDEX),
+        ("CREATE UNIQUE INDEX u ON t (c)", DDLType.ADD_INDEX),
+        ("ALTER TABLE t DROP INDEX idx", DDLType.DROP_INDEX),
+        ("ALTER TABLE t ADD PRIMARY KEY (id)", DDLType.ADD_PRIMARY_KEY),
+        ("ALTER TABLE t ADD COLUMN a int, ADD COLUMN `b,c` int", DDLType.ADD_COLUMN),
+        ("ALTER TABLE t ADD COLUMN a int, DROP COLUMN b", DDLType.ACTION_MULTI_SCHEMA_CHANGE),
+        ("ALTER TABLE t COMMENT = 'drop column x'", DDLType.MODIFY_TABLE_COMMENT),
+        ("CREATE VIEW v AS SELECT 1", DDLType.CREATE_VIEW),
+        ("GRANT ALL ON *.* TO u", DDLType.NONE),
+    ],
+)
+def test_classify(sql: str, action: DDLType) -> None:
+    assert classify(sql) is action
