@@ -13,17 +13,25 @@ from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema
 from ticdc_spark.types import parse_column_type
 
 SCHEMA = TableSchema(
-    "db", "t",
-    (Column("id", parse_column_type("int"), nullable=False),
-     Column("body", parse_column_type("text"))),
+    "db",
+    "t",
+    (
+        Column("id", parse_column_type("int"), nullable=False),
+        Column("body", parse_column_type("text")),
+    ),
     (Index("PRIMARY", ("id",), primary=True, unique=True),),
 )
 
 
 def _row(kind: RowKind = RowKind.INSERT, body: str = "x") -> RowChange:
     image = {"id": 7, "body": body}
-    return RowChange(kind, SCHEMA, 5 << 18, before=image if kind is not RowKind.INSERT else None,
-                     after=image if kind is not RowKind.DELETE else None)
+    return RowChange(
+        kind,
+        SCHEMA,
+        5 << 18,
+        before=image if kind is not RowKind.INSERT else None,
+        after=image if kind is not RowKind.DELETE else None,
+    )
 
 
 def test_delete_only_output_handle_key_columns() -> None:
@@ -47,8 +55,11 @@ def test_too_large_without_handling_fails_clearly() -> None:
 
 
 def test_handle_key_only() -> None:
-    options = {"max-message-bytes": "400", "enable-tidb-extension": "true",
-               "large-message-handle-option": "handle-key-only"}
+    options = {
+        "max-message-bytes": "400",
+        "enable-tidb-extension": "true",
+        "large-message-handle-option": "handle-key-only",
+    }
     (message,) = make_encoder("canal-json", options).encode([_row(body="y" * 500)])
     obj = orjson.loads(message.value)
     assert obj["_tidb"] == {"commitTs": 5 << 18, "onlyHandleKey": True}
@@ -58,9 +69,12 @@ def test_handle_key_only() -> None:
 
 
 def test_claim_check(tmp_path: Path) -> None:
-    options = {"max-message-bytes": "500", "enable-tidb-extension": "true",
-               "large-message-handle-option": "claim-check",
-               "claim-check-storage-uri": f"file://{tmp_path}"}
+    options = {
+        "max-message-bytes": "500",
+        "enable-tidb-extension": "true",
+        "large-message-handle-option": "claim-check",
+        "claim-check-storage-uri": f"file://{tmp_path}",
+    }
     big = _row(RowKind.UPDATE, body="z" * 600)
     (message,) = make_encoder("canal-json", options).encode([big])
     location = orjson.loads(message.value)["_tidb"]["claimCheckLocation"]
@@ -75,8 +89,15 @@ def test_claim_check_location_cannot_escape_the_storage(tmp_path: Path) -> None:
     from ticdc_spark.codec import Message
     from ticdc_spark.errors import DecodeError
 
-    bad = orjson.dumps({"type": "INSERT", "isDdl": False, "data": [{}], "mysqlType": {},
-                        "_tidb": {"commitTs": 1, "claimCheckLocation": "file:///etc/.."}})
+    bad = orjson.dumps(
+        {
+            "type": "INSERT",
+            "isDdl": False,
+            "data": [{}],
+            "mysqlType": {},
+            "_tidb": {"commitTs": 1, "claimCheckLocation": "file:///etc/.."},
+        }
+    )
     decoder = make_decoder("canal-json", {"claim-check-storage-uri": f"file://{tmp_path}"})
     with pytest.raises(DecodeError, match="claim-check"):
         decoder.decode(Message(None, bad, topic="t", partition=0, offset=0))

@@ -41,10 +41,18 @@ def _golden_capture(golden_dir: Path, path: Path) -> None:
         kind, number = name.split("_")
         key = (golden_dir / "open-protocol" / "key" / f"{kind}_key_{number}").read_bytes()
         value = (golden_dir / "open-protocol" / "value" / f"{kind}_value_{number}").read_bytes()
-        lines.append(orjson.dumps({
-            "topic": "golden", "partition": 0, "offset": offset, "timestamp": None,
-            "key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode(),
-        }))
+        lines.append(
+            orjson.dumps(
+                {
+                    "topic": "golden",
+                    "partition": 0,
+                    "offset": offset,
+                    "timestamp": None,
+                    "key": base64.b64encode(key).decode(),
+                    "value": base64.b64encode(value).decode(),
+                }
+            )
+        )
     path.write_bytes(b"\n".join(lines) + b"\n")
 
 
@@ -53,30 +61,49 @@ def test_decode_open_protocol_capture(golden_dir: Path, tmp_path: Path, capsys) 
     _golden_capture(golden_dir, capture)
     code, events, _ = run(["decode", "-p", "open-protocol", str(capture)], capsys)
     assert code == 0
-    assert [e["type"] for e in events] == ["DDL", "INSERT", "INSERT", "INSERT", "INSERT",
-                                           "WATERMARK", "WATERMARK", "WATERMARK"]
+    assert [e["type"] for e in events] == [
+        "DDL",
+        "INSERT",
+        "INSERT",
+        "INSERT",
+        "INSERT",
+        "WATERMARK",
+        "WATERMARK",
+        "WATERMARK",
+    ]
     assert events[4] == {
-        "type": "INSERT", "database": "a", "table": "c", "commitTs": 4, "before": None,
-        "after": {"col1": "cc"}, "columns": {"col1": "tinyint"}, "pk": [], "partitionId": 6,
+        "type": "INSERT",
+        "database": "a",
+        "table": "c",
+        "commitTs": 4,
+        "before": None,
+        "after": {"col1": "cc"},
+        "columns": {"col1": "tinyint"},
+        "pk": [],
+        "partitionId": 6,
     }
 
 
 @pytest.mark.parametrize(
     ("protocol", "options"),
-    [("open-protocol", []), ("canal-json", ["-o", "enable-tidb-extension=true"]),
-     ("canal-json", ["-o", "enable-tidb-extension=true", "-o", "content-compatible=true"])],
+    [
+        ("open-protocol", []),
+        ("canal-json", ["-o", "enable-tidb-extension=true"]),
+        ("canal-json", ["-o", "enable-tidb-extension=true", "-o", "content-compatible=true"]),
+    ],
 )
-def test_encode_then_decode_is_the_identity(protocol: str, options: list[str], tmp_path: Path,
-                                            capsys) -> None:
+def test_encode_then_decode_is_the_identity(
+    protocol: str, options: list[str], tmp_path: Path, capsys
+) -> None:
     events = tmp_path / "events.jsonl"
     workload = Workload(seed=3, rows=60, tables=2, watermark_every=5)
-    events.write_bytes(b"".join(orjson.dumps(event_to_json(e)) + b"\n"
-                                for e in workload.events()))
+    events.write_bytes(b"".join(orjson.dumps(event_to_json(e)) + b"\n" for e in workload.events()))
 
     def trip(source: Path, name: str) -> list[dict]:
         capture = tmp_path / f"{name}.capture.jsonl"
-        assert main(["encode", "-p", protocol, *options, "--output", str(capture),
-                     str(source)]) == 0
+        assert (
+            main(["encode", "-p", protocol, *options, "--output", str(capture), str(source)]) == 0
+        )
         code, decoded, err = run(["decode", "-p", protocol, *options, str(capture)], capsys)
         assert code == 0, err
         path = tmp_path / f"{name}.events.jsonl"
@@ -90,21 +117,33 @@ def test_encode_then_decode_is_the_identity(protocol: str, options: list[str], t
     source = [orjson.loads(line) for line in events.read_bytes().splitlines()]
     for sent, got in zip(source, once, strict=True):  # and the values survived the first trip
         assert (got["type"], got.get("after"), got.get("before")) == (
-            sent["type"], sent.get("after"), sent.get("before"))
+            sent["type"],
+            sent.get("after"),
+            sent.get("before"),
+        )
 
 
 def test_bad_value_line_stops_with_exit_2(tmp_path: Path, capsys) -> None:
     values = tmp_path / "bad.jsonl"
-    good = orjson.dumps({"id": 0, "database": "", "table": "", "isDdl": False,
-                         "type": "TIDB_WATERMARK", "_tidb": {"watermarkTs": 5}})
+    good = orjson.dumps(
+        {
+            "id": 0,
+            "database": "",
+            "table": "",
+            "isDdl": False,
+            "type": "TIDB_WATERMARK",
+            "_tidb": {"watermarkTs": 5},
+        }
+    )
     values.write_bytes(good + b"\n" + b"{not json\n" + good + b"\n")
     code, events, err = run(["decode", "-p", "canal-json", "--values", str(values)], capsys)
     assert code == 2
     assert len(events) == 1
     assert "line 2" in err and "not valid JSON" in err
 
-    code, events, err = run(["decode", "-p", "canal-json", "--values", "--on-error", "skip",
-                             str(values)], capsys)
+    code, events, err = run(
+        ["decode", "-p", "canal-json", "--values", "--on-error", "skip", str(values)], capsys
+    )
     assert code == 0
     assert len(events) == 2
     assert "line 2" in err and "1 bad record(s) skipped" in err
@@ -120,17 +159,25 @@ def test_bad_capture_line_names_the_line(tmp_path: Path, capsys) -> None:
 def test_unknown_protocol_and_option_list_the_valid_ones(capsys) -> None:
     code, _, err = run(["decode", "-p", "nope", "/dev/null"], capsys)
     assert code == 2 and "canal-json" in err and "open-protocol" in err
-    code, _, err = run(["decode", "-p", "canal-json", "-o", "max-batch-sise=3", "/dev/null"],
-                       capsys)
+    code, _, err = run(
+        ["decode", "-p", "canal-json", "-o", "max-batch-sise=3", "/dev/null"], capsys
+    )
     assert code == 2 and "enable-tidb-extension" in err
 
 
 def test_console_script_and_sample_pipeline() -> None:
     """The installed `ticdc-spark` entry point, as the README runs it."""
-    sample = subprocess.run([sys.executable, "-m", "ticdc_spark.cli", "sample", "-p",
-                             "canal-json"], capture_output=True, check=True)
-    decoded = subprocess.run([sys.executable, "-m", "ticdc_spark.cli", "decode", "-p",
-                              "canal-json"], input=sample.stdout, capture_output=True, check=True)
+    sample = subprocess.run(
+        [sys.executable, "-m", "ticdc_spark.cli", "sample", "-p", "canal-json"],
+        capture_output=True,
+        check=True,
+    )
+    decoded = subprocess.run(
+        [sys.executable, "-m", "ticdc_spark.cli", "decode", "-p", "canal-json"],
+        input=sample.stdout,
+        capture_output=True,
+        check=True,
+    )
     events = [orjson.loads(line) for line in decoded.stdout.splitlines()]
     kinds = {e["type"] for e in events}
     assert {"DDL", "INSERT", "WATERMARK"} <= kinds

@@ -57,8 +57,11 @@ def test_enum_and_set_names() -> None:
     [
         ("bigint unsigned", "18446744073709551615", 18446744073709551615),
         ("tinyint", "-128", -128),
-        ("decimal(65,30)", "-12345678901234567890123456789012345.123456789012345678901234567890",
-         Decimal("-12345678901234567890123456789012345.123456789012345678901234567890")),
+        (
+            "decimal(65,30)",
+            "-12345678901234567890123456789012345.123456789012345678901234567890",
+            Decimal("-12345678901234567890123456789012345.123456789012345678901234567890"),
+        ),
         ("decimal(10,4)", "0.0000", Decimal("0.0000")),
         ("date", "0000-00-00", ZeroDate(0, 0, 0)),
         ("date", "2020-00-15", ZeroDate(2020, 0, 15)),
@@ -66,8 +69,11 @@ def test_enum_and_set_names() -> None:
         ("datetime(6)", "0000-00-00 00:00:00.000000", ZeroDate(0, 0, 0)),
         ("datetime(3)", "2023-11-30 12:34:56.123", dt.datetime(2023, 11, 30, 12, 34, 56, 123000)),
         ("timestamp", "2023-11-30 12:34:56", dt.datetime(2023, 11, 30, 12, 34, 56)),
-        ("time(6)", "-12:34:56.123456", -dt.timedelta(hours=12, minutes=34, seconds=56,
-                                                       microseconds=123456)),
+        (
+            "time(6)",
+            "-12:34:56.123456",
+            -dt.timedelta(hours=12, minutes=34, seconds=56, microseconds=123456),
+        ),
         ("time", "838:59:59", dt.timedelta(hours=838, minutes=59, seconds=59)),
         ("year", "0", 0),
         ("year", "2155", 2155),
@@ -93,8 +99,13 @@ def test_float_text_is_go_positional_shortest() -> None:
 
 
 def test_bad_text_is_a_value_error() -> None:
-    for sql, text in [("int", "abc"), ("decimal", "NaN"), ("date", "2020-13"),
-                      ("time", "12h"), ("datetime", "yesterday")]:
+    for sql, text in [
+        ("int", "abc"),
+        ("decimal", "NaN"),
+        ("date", "2020-13"),
+        ("time", "12h"),
+        ("datetime", "yesterday"),
+    ]:
         with pytest.raises(ValueError):
             text_parser(parse_column_type(sql))(text)
 

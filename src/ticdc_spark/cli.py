@@ -279,7 +279,8 @@ def _event_ms(event: Event) -> int:
 
 def _add_sample(commands: Any) -> None:
     parser = commands.add_parser(
-        "sample", help="print a bundled sample capture of a protocol",
+        "sample",
+        help="print a bundled sample capture of a protocol",
         description="Write a small bundled capture (TiCDC output of a sysbench-like and an "
         "all-types table) to stdout, to try decode on: "
         "ticdc-spark sample -p canal-json | ticdc-spark decode -p canal-json",
