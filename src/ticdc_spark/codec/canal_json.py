@@ -406,7 +406,8 @@ class CanalJSONEncoder:
             old_image = before or {}
             if self.options.updated_old_only:
                 old_image = changed_columns(old_image, after or {})
-            old = b"[" + go_json(orjson.dumps(_text_image(plan.columns, old_image))) + b"]"
+            old_text = _text_image(plan.columns, old_image, after, data)
+            old = b"[" + go_json(orjson.dumps(old_text)) + b"]"
         sql_types = plan.sql_types
         if sql_types is None:
             sql_types = _sql_types(plan, data_image or {})
@@ -544,9 +545,21 @@ def _sql_types(plan: _EncodePlan, image: dict[str, Any]) -> bytes:
 
 
 def _text_image(
-    columns: tuple[tuple[str, Callable[[Any], str]], ...], image: dict[str, Any] | None
+    columns: tuple[tuple[str, Callable[[Any], str]], ...],
+    image: dict[str, Any] | None,
+    twin: dict[str, Any] | None = None,
+    twin_text: dict[str, str | None] | None = None,
 ) -> dict[str, str | None]:
+    """Format an image; columns holding the very object ``twin`` holds (an UPDATE's unchanged
+    columns) reuse ``twin_text`` instead of being formatted twice."""
     image = image or {}
+    if twin is not None and twin_text is not None:
+        missing = object()
+        return {
+            name: twin_text[name] if twin.get(name, missing) is v else None if v is None else fmt(v)
+            for name, fmt in columns
+            if (v := image.get(name, missing)) is not missing
+        }
     try:  # the common case: the image has every column
         return {name: None if (v := image[name]) is None else fmt(v) for name, fmt in columns}
     except KeyError:  # only some columns (only-updated old, handle-key-only)
