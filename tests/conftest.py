@@ -27,3 +27,14 @@ def golden_dir() -> Path:
     if not GOLDEN.is_dir():
         raise RuntimeError(f"the golden files are missing: {GOLDEN} (set TICDC_SPARK_SHARED)")
     return GOLDEN
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local SparkSession for the whole test run (starting one takes 6-12 s)."""
+    from ticdc_spark.spark.session import local_session
+
+    session = local_session("ticdc-spark-tests")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -39,7 +39,7 @@ from ticdc_spark.model import (
 )
 from ticdc_spark.types import ColumnType, parse_column_type, text_formatter, text_parser
 
-__all__ = ["event_from_json", "event_to_json"]
+__all__ = ["event_from_json", "event_to_json", "image_to_text"]
 
 _ROW_KINDS = {k.value: k for k in RowKind}
 
@@ -75,8 +75,8 @@ def _row_to_json(row: RowChange) -> dict[str, Any]:
         "database": schema.database,
         "table": schema.table,
         "commitTs": row.commit_ts,
-        "before": _image_to_text(schema, row.before),
-        "after": _image_to_text(schema, row.after),
+        "before": image_to_text(schema, row.before),
+        "after": image_to_text(schema, row.after),
         "columns": _columns_json(schema),
         "pk": list(schema.handle_key),
     }
@@ -95,7 +95,7 @@ def _columns_json(schema: TableSchema) -> dict[str, str]:
     return {c.name: c.type.sql() for c in schema.columns}
 
 
-def _image_to_text(schema: TableSchema, image: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def image_to_text(schema: TableSchema, image: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if image is None:
         return None
     out: dict[str, Any] = {}

@@ -20,6 +20,7 @@ TSO, which orders messages to the millisecond.
 
 from __future__ import annotations
 
+import binascii
 import operator
 import time
 from collections.abc import Callable, Iterable
@@ -28,8 +29,10 @@ from typing import Any, ClassVar
 
 import orjson
 
+from ticdc_spark.changelog import ChangelogBuilder, schema_json
 from ticdc_spark.codec.base import Message, Route
 from ticdc_spark.codec.common import (
+    INPUT_ERRORS,
     LRUCache,
     TemporalFsp,
     changed_columns,
@@ -579,6 +582,8 @@ class _DecodePlan:
     schema: TableSchema
     parsers: dict[str, Callable[[str], Any]]
     temporal: tuple[str, ...]
+    schema_text: str  # the changelog's schema JSON
+    binary: tuple[str, ...]  # columns whose Latin-1 text becomes base64 in the changelog
 
 
 _ROW_KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
@@ -592,6 +597,7 @@ class CanalJSONDecoder:
     def __init__(self, options: CanalJSONOptions | None = None) -> None:
         self.options = options or CanalJSONOptions()
         self._plans: LRUCache[tuple[Any, ...], _DecodePlan] = LRUCache()
+        self._last: dict[tuple[str, str], tuple[Any, Any, Any, _DecodePlan]] = {}
         self._fsp = TemporalFsp()
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
@@ -606,6 +612,66 @@ class CanalJSONDecoder:
             value = decompress(message.value, self.options.large_message_handle_compression)
             return self.decode_object(require_dict(loads(value), "message"))
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def decode_changelog(self, message: Message, builder: ChangelogBuilder) -> None:
+        """Append the message's changelog rows, keeping the wire text (no typed values).
+
+        The fast path of the Spark decode stage: values are checked to be strings and binary
+        ones re-encoded as base64, nothing else is converted; DDL, watermarks and claim-check
+        pointers go through :meth:`decode`.
+        """
+        try:
+            self._changelog(message, builder)
+        except DecodeError as exc:
+            raise exc.at(message.position, PROTOCOL) from None
+        except INPUT_ERRORS as exc:
+            raise DecodeError(str(exc) or type(exc).__name__, protocol=PROTOCOL,
+                              position=message.position, payload=message.value) from None
+
+    def _changelog(self, message: Message, builder: ChangelogBuilder) -> None:
+        value = message.value
+        if value is None:
+            raise DecodeError("a Canal-JSON message needs a value")
+        if self.options.large_message_handle_compression != "none":
+            value = decompress(value, self.options.large_message_handle_compression)
+        obj = loads(value)
+        if type(obj) is not dict:
+            raise DecodeError("message must be a JSON object")
+        position = (message.topic, message.partition or 0, message.offset or 0)
+        kind = _ROW_KINDS.get(obj.get("type"))  # type: ignore[arg-type]
+        tidb = obj.get("_tidb")
+        tidb = tidb if type(tidb) is dict else {}
+        if kind is None or obj.get("isDdl") is True or tidb.get("claimCheckLocation"):
+            builder.add_events(self.decode_object(obj), *position)
+            return
+        commit_ts = self._commit_ts(obj, tidb)
+        key_only = tidb.get("onlyHandleKey") is True
+        for seq, (before, after, plan) in enumerate(self._text_rows(obj, kind)):
+            schema = plan.schema
+            builder.add_row(kind.value, schema.database, schema.table, commit_ts, before,
+                            after, plan.schema_text, (*position, seq), key_only)
+
+    def _text_rows(
+        self, obj: dict[str, Any], kind: RowKind
+    ) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None, _DecodePlan]]:
+        data = obj.get("data")
+        if not isinstance(data, list) or not data:
+            raise DecodeError(f"{kind.value} message needs a non-empty 'data' array")
+        old = obj.get("old") if kind is RowKind.UPDATE else None
+        if old is not None and (not isinstance(old, list) or len(old) != len(data)):
+            raise DecodeError("'old' must be an array as long as 'data'")
+        plan = self._plan(obj, require_dict(data[0], "data row"))
+        out: list[tuple[dict[str, Any] | None, dict[str, Any] | None, _DecodePlan]] = []
+        for i, raw in enumerate(data):
+            image = _changelog_image(plan, require_dict(raw, "data row"))
+            if kind is RowKind.DELETE:
+                out.append((image, None, plan))
+            elif kind is RowKind.INSERT:
+                out.append((None, image, plan))
+            else:
+                changed = _changelog_image(plan, require_dict(old[i], "old row")) if old else {}
+                out.append(({**image, **changed}, image, plan))
+        return out
 
     def decode_object(self, obj: dict[str, Any]) -> list[Event]:
         """Decode one parsed Canal-JSON object (raises DecodeError without a position)."""
@@ -688,22 +754,30 @@ class CanalJSONDecoder:
         return events
 
     def _plan(self, obj: dict[str, Any], first_row: dict[str, Any]) -> _DecodePlan:
+        """The decode plan of the message's table shape.
+
+        The last shape seen per table is checked first with C-level dict comparisons, which is
+        what a stream of one table's messages needs; other shapes go through the LRU cache.
+        """
         mysql_types = obj.get("mysqlType")
-        if not isinstance(mysql_types, dict):
+        if type(mysql_types) is not dict:
             raise DecodeError("a DML message needs a 'mysqlType' object")
+        pk = obj.get("pkNames") or ()
+        slot = (obj.get("database"), obj.get("table"))
+        last = self._last.get(slot)  # type: ignore[arg-type]
+        if (last is not None and last[0] == mysql_types and last[1] == pk
+                and first_row.keys() == last[2]):
+            return last[3]
         names = tuple(first_row)
         names += tuple(n for n in mysql_types if n not in first_row)
-        pk = obj.get("pkNames") or ()
-        key = (
-            obj.get("database"),
-            obj.get("table"),
-            names,
-            tuple(mysql_types.get(n) for n in names),
-            tuple(pk) if isinstance(pk, list) else pk,
-        )
+        key = (*slot, names, tuple(mysql_types.get(n) for n in names),
+               tuple(pk) if isinstance(pk, list) else pk)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans.put(key, _build_decode_plan(obj, names, mysql_types, pk))
+        if len(self._last) > 4096:
+            self._last.clear()
+        self._last[slot] = (mysql_types, pk, first_row.keys(), plan)  # type: ignore[index]
         return plan
 
 
@@ -726,7 +800,8 @@ def _build_decode_plan(
     schema = TableSchema(_str(obj, "database"), _str(obj, "table"), tuple(columns), indexes)
     schema = schema.with_derived_flags()
     parsers = {c.name: _parser(c.type) for c in schema.columns}
-    return _DecodePlan(schema, parsers, temporal_columns(schema))
+    binary = tuple(c.name for c in schema.columns if c.type.is_binary)
+    return _DecodePlan(schema, parsers, temporal_columns(schema), schema_json(schema), binary)
 
 
 def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
@@ -746,6 +821,32 @@ def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
         except (ValueError, UnicodeError) as exc:
             raise DecodeError(f"column {name!r}: {exc}") from None
     return out
+
+
+_TEXT_TYPES = frozenset((str, type(None)))
+
+
+def _changelog_image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
+    """A data/old row as changelog text: strings checked, binary Latin-1 turned into base64."""
+    if not set(map(type, raw.values())) <= _TEXT_TYPES:  # C-speed check of every value
+        bad = next(n for n, v in raw.items() if type(v) not in _TEXT_TYPES)
+        raise DecodeError(f"column {bad!r}: values must be strings or null, got {raw[bad]!r}")
+    if not raw.keys() <= plan.parsers.keys():
+        unknown = next(n for n in raw if n not in plan.parsers)
+        raise DecodeError(f"column {unknown!r} is not in mysqlType")
+    if not plan.binary:
+        return raw
+    image = dict(raw)
+    for name in plan.binary:
+        text = image.get(name)
+        if text is not None:
+            try:
+                image[name] = binascii.b2a_base64(text.encode("latin-1"), newline=False).decode()
+            except UnicodeEncodeError:
+                raise DecodeError(
+                    f"column {name!r}: binary text has characters over U+00FF"
+                ) from None
+    return image
 
 
 def _str(obj: dict[str, Any], name: str) -> str:

@@ -29,7 +29,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 # Exceptions that malformed input can raise inside a decoder; all become DecodeError.
-_INPUT_ERRORS = (
+INPUT_ERRORS = (
     ValueError,
     TypeError,
     KeyError,
@@ -50,7 +50,7 @@ def decoding(protocol: str, message: Message) -> Iterator[None]:
         yield
     except DecodeError as exc:
         raise exc.at(message.position, protocol) from None
-    except _INPUT_ERRORS as exc:
+    except INPUT_ERRORS as exc:
         reason = (
             f"missing field {exc.args[0]!r}"
             if isinstance(exc, KeyError)

@@ -1,0 +1,242 @@
+"""The changelog: decoded messages as flat rows, the contract between decode and apply.
+
+Every protocol decodes into the same columns (an Arrow schema, so the Spark decode stage can
+build them column by column and the apply stage can read them vectorized):
+
+=============  ===========================================================================
+column         meaning
+=============  ===========================================================================
+kind           ROW, DDL, WATERMARK, BOOTSTRAP, or ERROR (a message that failed to decode)
+op             INSERT, UPDATE or DELETE (rows only)
+database       upstream database
+table          upstream table
+commit_ts      TiDB commit TSO (for WATERMARK: the resolved ts)
+before/after   row images: column -> value as text (see below), or null
+schema         the table's columns and key as JSON, on the first row of a table in a batch and
+               whenever it changes; null means "as the previous row of this table"
+key_only       the message carried only the handle-key columns (large-message handling)
+sql, ddl_type  the DDL statement and TiDB's action name (DDL only)
+topic, partition, offset, seq
+               where the message came from; seq numbers the events inside one message
+error          why decoding failed (ERROR only); key/value then hold the raw message
+=============  ===========================================================================
+
+Image values are MySQL text as the protocol wrote it, which is the normalized text form of
+:mod:`ticdc_spark.normalized` except that the JSON protocols' own spellings pass through
+unchanged (a Java ``1.0E10`` float, an ENUM member name): the apply stage reads both.
+Binary values are base64.  ``schema`` JSON is ``{"columns": [[name, mysql type], ...],
+"pk": [...]}`` plus ``"tableId"``/``"version"`` when known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from operator import itemgetter
+from typing import Any
+
+import orjson
+
+from ticdc_spark.model import (
+    Bootstrap,
+    DDLEvent,
+    Event,
+    RowChange,
+    TableSchema,
+    Watermark,
+)
+from ticdc_spark.normalized import image_to_text
+
+__all__ = ["CHANGELOG_FIELDS", "ChangelogBuilder", "arrow_schema", "schema_json"]
+
+ROW, DDL, WATERMARK, BOOTSTRAP, ERROR = "ROW", "DDL", "WATERMARK", "BOOTSTRAP", "ERROR"
+
+CHANGELOG_FIELDS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"),
+    ("op", "string"),
+    ("database", "string"),
+    ("table", "string"),
+    ("commit_ts", "int64"),
+    ("schema", "string"),
+    ("key_only", "bool"),
+    ("sql", "string"),
+    ("ddl_type", "string"),
+    ("topic", "string"),
+    ("partition", "int32"),
+    ("offset", "int64"),
+    ("seq", "int32"),
+    ("error", "string"),
+    ("key", "binary"),
+    ("value", "binary"),
+    ("before", "map"),
+    ("after", "map"),
+)
+
+
+def arrow_schema() -> Any:
+    """The changelog's Arrow schema."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
+        "binary": pa.binary(), "map": pa.map_(pa.string(), pa.string()),
+    }
+    return pa.schema([(name, types[kind]) for name, kind in CHANGELOG_FIELDS])
+
+
+def schema_json(schema: TableSchema) -> str:
+    """The ``schema`` column's JSON for a table schema."""
+    obj: dict[str, Any] = {
+        "columns": [[c.name, c.type.sql()] for c in schema.columns],
+        "pk": list(schema.handle_key),
+    }
+    if schema.table_id:
+        obj["tableId"] = schema.table_id
+    if schema.version:
+        obj["version"] = schema.version
+    return orjson.dumps(obj).decode()
+
+
+class ChangelogBuilder:
+    """Accumulates changelog rows and turns them into an Arrow batch.
+
+    Decoders with a fast path append rows themselves (:meth:`add_row`); any decoder's events
+    can be added with :meth:`add_events`.  Rows are kept as tuples and transposed once per
+    batch, the cheapest way to build columns from Python.  The schema JSON is written on the
+    first row of a table in a batch and whenever it changes.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []  # every column but before/after
+        self.before = _MapColumn()
+        self.after = _MapColumn()
+        self._last_schema: dict[tuple[str, str], str] = {}
+        self._schema_text: dict[int, tuple[TableSchema, str]] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # -- appending --------------------------------------------------------------------------
+
+    def add_row(
+        self, op: str, database: str, table: str, commit_ts: int,
+        before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+        schema: str, position: tuple[str, int, int, int], key_only: bool = False,
+    ) -> None:
+        """Append a row change; ``schema`` is the table's schema JSON (written if new)."""
+        slot = (database, table)
+        if self._last_schema.get(slot) == schema:
+            written = None
+        else:
+            written = self._last_schema[slot] = schema
+        self.rows.append((
+            ROW, op, database, table, commit_ts, written, key_only, None, None, *position,
+            None, None, None,
+        ))
+        self.before.add(before)
+        self.after.add(after)
+
+    def add_events(self, events: Iterable[Event], topic: str, partition: int,
+                   offset: int) -> None:
+        """Append decoded events (the generic path: canonical values -> text)."""
+        for seq, event in enumerate(events):
+            position = (topic, partition, offset, seq)
+            if isinstance(event, RowChange):
+                schema = event.schema
+                self.add_row(
+                    event.kind.value, schema.database, schema.table, event.commit_ts,
+                    image_to_text(schema, event.before), image_to_text(schema, event.after),
+                    self._schema_of(schema) or "", position, event.handle_key_only,
+                )
+            elif isinstance(event, DDLEvent):
+                self._add_other(DDL, event.database, event.table, event.commit_ts, position,
+                                sql=event.query, ddl_type=event.ddl_type.name,
+                                schema=self._schema_of(event.schema))
+            elif isinstance(event, Watermark):
+                self._add_other(WATERMARK, "", "", event.ts, position)
+            elif isinstance(event, Bootstrap):
+                self._add_other(BOOTSTRAP, event.schema.database, event.schema.table, 0,
+                                position, schema=self._schema_of(event.schema))
+
+    def add_error(self, reason: str, topic: str, partition: int, offset: int,
+                  key: bytes | None, value: bytes | None) -> None:
+        """Append a message that failed to decode (a dead letter)."""
+        self._add_other(ERROR, "", "", 0, (topic, partition, offset, 0), error=reason,
+                        key=key, value=value)
+
+    def _schema_of(self, schema: TableSchema | None) -> str | None:
+        if schema is None:
+            return None
+        hit = self._schema_text.get(id(schema))
+        if hit is None or hit[0] is not schema:
+            hit = self._schema_text[id(schema)] = (schema, schema_json(schema))
+        return hit[1]
+
+    def _add_other(self, kind: str, database: str, table: str, commit_ts: int,
+                   position: tuple[str, int, int, int], *, sql: str | None = None,
+                   ddl_type: str | None = None, schema: str | None = None,
+                   error: str | None = None, key: bytes | None = None,
+                   value: bytes | None = None) -> None:
+        if schema is not None:
+            self._last_schema[(database, table)] = schema
+        self.rows.append((
+            kind, None, database, table, commit_ts, schema, False, sql, ddl_type, *position,
+            error, key, value,
+        ))
+        self.before.add(None)
+        self.after.add(None)
+
+    # -- output -----------------------------------------------------------------------------
+
+    def to_batch(self) -> Any:
+        """The rows so far as an Arrow RecordBatch (and a fresh start)."""
+        import pyarrow as pa
+
+        schema = arrow_schema()
+        scalar_fields = [f for f in schema if f.name not in ("before", "after")]
+        rows = self.rows
+        arrays = {
+            f.name: _column(list(map(itemgetter(i), rows)), f.type)
+            for i, f in enumerate(scalar_fields)
+        }
+        map_type = schema.field("after").type
+        arrays["before"] = self.before.to_array(map_type)
+        arrays["after"] = self.after.to_array(map_type)
+        self.rows = []
+        self.before, self.after = _MapColumn(), _MapColumn()
+        self._last_schema.clear()  # every batch names the schema of each table it holds
+        return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
+def _column(values: list[Any], arrow_type: Any) -> Any:
+    import pyarrow as pa
+
+    if values.count(None) == len(values):  # DDL/error-only columns are empty for row batches
+        return pa.nulls(len(values), arrow_type)
+    return pa.array(values, arrow_type)
+
+
+class _MapColumn:
+    """A map<string,string> column kept as flat keys, values and offsets (cheap to extend)."""
+
+    __slots__ = ("keys", "nulls", "offsets", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+        self.values: list[str | None] = []
+        self.offsets: list[int] = [0]
+        self.nulls: list[bool] = []
+
+    def add(self, image: Mapping[str, Any] | None) -> None:
+        if image is not None:
+            self.keys.extend(image)
+            self.values.extend(image.values())
+        self.offsets.append(len(self.keys))
+        self.nulls.append(image is None)
+
+    def to_array(self, map_type: Any) -> Any:
+        import pyarrow as pa
+
+        return pa.MapArray.from_arrays(
+            pa.array(self.offsets, pa.int32()), pa.array(self.keys, pa.string()),
+            pa.array(self.values, pa.string()), type=map_type, mask=pa.array(self.nulls),
+        )
