@@ -38,15 +38,24 @@ import orjson
 
 from ticdc_spark.model import (
     Bootstrap,
+    Column,
     DDLEvent,
     Event,
+    Index,
     RowChange,
     TableSchema,
     Watermark,
 )
 from ticdc_spark.normalized import image_to_text
+from ticdc_spark.types import parse_column_type
 
-__all__ = ["CHANGELOG_FIELDS", "ChangelogBuilder", "arrow_schema", "schema_json"]
+__all__ = [
+    "CHANGELOG_FIELDS",
+    "ChangelogBuilder",
+    "arrow_schema",
+    "schema_from_json",
+    "schema_json",
+]
 
 ROW, DDL, WATERMARK, BOOTSTRAP, ERROR = "ROW", "DDL", "WATERMARK", "BOOTSTRAP", "ERROR"
 
@@ -94,6 +103,19 @@ def schema_json(schema: TableSchema) -> str:
     if schema.version:
         obj["version"] = schema.version
     return orjson.dumps(obj).decode()
+
+
+def schema_from_json(text: str, database: str, table: str) -> TableSchema:
+    """Rebuild a table schema from the ``schema`` column's JSON."""
+    obj = orjson.loads(text)
+    pk = tuple(obj.get("pk") or ())
+    columns = tuple(
+        Column(name, parse_column_type(sql), nullable=name not in pk)
+        for name, sql in obj.get("columns") or ()
+    )
+    indexes = (Index("PRIMARY", pk, primary=True, unique=True),) if pk else ()
+    return TableSchema(database, table, columns, indexes, int(obj.get("tableId") or 0),
+                       int(obj.get("version") or 0)).with_derived_flags()
 
 
 class ChangelogBuilder:

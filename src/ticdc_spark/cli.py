@@ -19,11 +19,11 @@ from typing import IO, Any
 import orjson
 
 from ticdc_spark.codec import Message, make_decoder, make_encoder, protocols
-from ticdc_spark.dispatch import TopicRouter, make_dispatcher, place
+from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import CaptureError, ConfigError, DecodeError, EncodeError
-from ticdc_spark.io.capture import read_capture, read_values, write_capture
-from ticdc_spark.model import Event, RowChange, physical_ms
+from ticdc_spark.io.capture import read_capture, read_values
 from ticdc_spark.normalized import event_from_json, event_to_json
+from ticdc_spark.produce import CaptureStreamOutput, Producer
 
 __all__ = ["main"]
 
@@ -64,6 +64,10 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_decode(commands)
     _add_encode(commands)
     _add_sample(commands)
+    _add_produce(commands)
+    _add_replicate(commands)
+    _add_verify(commands)
+    _add_demo(commands)
     return parser
 
 
@@ -186,10 +190,11 @@ def _run_encode(args: argparse.Namespace) -> int:
     if args.partitions < 1:
         raise ConfigError("--partitions must be at least 1")
     encoder = make_encoder(args.protocol, parse_key_values(args.option))
-    producer = _CaptureProducer(
-        encoder, TopicRouter(args.topic), make_dispatcher(args.dispatcher), args.partitions
-    )
     with _open_in(args.input) as source, _open_out(args.output) as out:
+        producer = Producer(
+            encoder, CaptureStreamOutput(out), router=TopicRouter(args.topic),
+            dispatcher=make_dispatcher(args.dispatcher), partitions=args.partitions,
+        )
         name = "stdin" if args.input == "-" else args.input
         for number, line in enumerate(source, 1):
             if not line.strip():
@@ -198,79 +203,9 @@ def _run_encode(args: argparse.Namespace) -> int:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
                 raise BadInput(f"{name} line {number}: not JSON ({exc})") from None
-            event = event_from_json(obj, f"{name} line {number}")
-            write_capture(producer.send(event), out)
-        write_capture(producer.flush(), out)
+            producer.send(event_from_json(obj, f"{name} line {number}"))
+        producer.close()
     return EXIT_OK
-
-
-class _CaptureProducer:
-    """Encodes events in order, batching rows per partition, numbering offsets per partition.
-
-    Rows wait in per-partition batches until a non-row event (or the end) flushes them, the
-    way TiCDC sends every row before a DDL or watermark that follows it.
-    """
-
-    def __init__(self, encoder: Any, router: TopicRouter, dispatcher: Any, partitions: int):
-        self.encoder = encoder
-        self.router = router
-        self.dispatcher = dispatcher
-        self.partitions = partitions
-        self.pending: dict[tuple[str, int], list[Event]] = {}
-        self.offsets: dict[tuple[str, int], int] = {}
-        self.topics: list[str] = []
-
-    def send(self, event: Event) -> list[Message]:
-        if isinstance(event, RowChange):
-            topic = self._topic(event.database, event.table)
-            partition = self.dispatcher.partition(event, self.partitions)
-            self.pending.setdefault((topic, partition), []).append(event)
-            return []
-        out = self.flush()
-        for message in self.encoder.encode([event]):
-            out.extend(self._place(message, None, _event_ms(event)))
-        return out
-
-    def flush(self) -> list[Message]:
-        out: list[Message] = []
-        for (_topic, partition), rows in self.pending.items():
-            for message in self.encoder.encode(rows):
-                out.extend(self._place(message, partition, _event_ms(rows[0])))
-        self.pending.clear()
-        return out
-
-    def _topic(self, database: str, table: str) -> str:
-        topic = self.router.topic(database, table)
-        if topic not in self.topics:
-            self.topics.append(topic)
-        return topic
-
-    def _place(self, message: Message, partition: int | None, ms: int) -> list[Message]:
-        if message.route.value == "all-topics":
-            topics = self.topics or [self._topic("", "")]
-        else:
-            topics = [self._topic(message.database, message.table)]
-        placed = []
-        for topic in topics:
-            for m in place([message], topic, self.partitions, partition):
-                slot = (topic, m.partition or 0)
-                offset = self.offsets.get(slot, 0)
-                self.offsets[slot] = offset + 1
-                placed.append(_with(m, offset=offset, timestamp=ms))
-        return placed
-
-
-def _with(message: Message, **changes: Any) -> Message:
-    from dataclasses import replace
-
-    return replace(message, **changes)
-
-
-def _event_ms(event: Event) -> int:
-    ts = getattr(event, "commit_ts", None)
-    if ts is None:
-        ts = getattr(event, "ts", 0)
-    return physical_ms(int(ts or 0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,6 +233,183 @@ def _run_sample(args: argparse.Namespace) -> int:
         raise ConfigError(f"no bundled sample for protocol {args.protocol!r}")
     sys.stdout.buffer.write(sample.read_bytes())
     return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# produce
+
+
+def _add_produce(commands: Any) -> None:
+    parser = commands.add_parser(
+        "produce", help="generate a workload and send it as TiCDC messages",
+        description="Generate a deterministic workload (sysbench-like and all-types tables: "
+        "inserts, updates including key changes, deletes, DDL) and send it encoded with a "
+        "protocol and TiCDC's dispatch rules to Kafka or a capture directory; write the "
+        "expected final table states for `verify`.",
+    )
+    _codec_arguments(parser)
+    parser.add_argument("--to", required=True, metavar="kafka://HOST:PORT|DIR",
+                        help="a Kafka broker, or a directory for capture files")
+    parser.add_argument("--expected", required=True, metavar="DIR",
+                        help="where to write the expected final state of every table")
+    _workload_arguments(parser)
+    parser.add_argument("--topic", default="ticdc_{schema}", help="topic expression")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions per topic")
+    parser.add_argument("--dispatcher", default="index-value",
+                        help="default, table, index-value, ts, or columns:a,b")
+    parser.set_defaults(run=_run_produce)
+
+
+def _workload_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seed", type=int, default=1, help="workload seed (same seed, same data)")
+    parser.add_argument("--rows", type=int, default=10000, help="row changes to generate")
+    parser.add_argument("--tables", type=int, default=2, help="tables (sbtest/alltypes alternate)")
+    parser.add_argument("--ddl-every", type=int, default=50,
+                        help="an ALTER TABLE ADD COLUMN every N transactions (0: none)")
+
+
+def _workload(args: argparse.Namespace) -> Any:
+    from ticdc_spark.workload import Workload
+
+    return Workload(seed=args.seed, rows=args.rows, tables=args.tables,
+                    ddl_every=args.ddl_every)
+
+
+def _run_produce(args: argparse.Namespace) -> int:
+    from ticdc_spark.produce import produce_workload
+
+    result = produce_workload(
+        _workload(args), args.protocol, parse_key_values(args.option), args.to,
+        expected=args.expected, topic=args.topic, partitions=args.partitions,
+        dispatcher=args.dispatcher,
+    )
+    print(f"produced {result.messages} messages ({result.rows} row changes, {result.ddl} DDL) "
+          f"to {result.destination}; expected state in {args.expected}", file=sys.stderr)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------
+# replicate
+
+
+def _add_replicate(commands: Any) -> None:
+    parser = commands.add_parser(
+        "replicate", help="apply TiCDC topics to Delta Lake or Iceberg tables, exactly once",
+        description="Read TiCDC messages from Kafka or a capture directory, decode them, and "
+        "apply them to one lakehouse table per upstream table. Offsets and consumer state "
+        "live in the checkpoint: stop it any time, run it again, it resumes exactly.",
+    )
+    parser.add_argument("--source", required=True, metavar="kafka://HOST:PORT/TOPIC[,TOPIC]|DIR")
+    parser.add_argument("--protocol", "-p", required=True)
+    parser.add_argument("--target", required=True,
+                        metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE")
+    parser.add_argument("--checkpoint", required=True, metavar="DIR")
+    parser.add_argument("--mode", choices=("consistent", "eventual"), default="consistent",
+                        help="consistent: apply only up to the global watermark (snapshots of "
+                        "upstream); eventual: apply at once (streams without watermarks)")
+    parser.add_argument("--trigger", default="once", metavar="SECONDS|once",
+                        help="micro-batch interval, or once: apply what is there and stop")
+    parser.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
+                        help="a codec option (TiCDC name), repeatable")
+    parser.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a source option, e.g. maxOffsetsPerTrigger=10000 or "
+                        "kafka.security.protocol=SASL_SSL (repeatable)")
+    parser.add_argument("--on-error", choices=("dead-letter", "stop"), default="dead-letter",
+                        help="route bad messages to the dead-letter directory, or stop")
+    parser.add_argument("--dead-letters", metavar="DIR",
+                        help="dead-letter directory (default CHECKPOINT/dead-letters)")
+    parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
+    parser.set_defaults(run=_run_replicate)
+
+
+def _run_replicate(args: argparse.Namespace) -> int:
+    from ticdc_spark.spark.pipeline import PipelineConfig, run
+    from ticdc_spark.spark.session import local_session
+
+    config = PipelineConfig(
+        source=args.source, protocol=args.protocol, target=args.target,
+        checkpoint=args.checkpoint, mode=args.mode, trigger=args.trigger,
+        options=parse_key_values(args.option),
+        source_options=parse_key_values(args.source_option),
+        on_error=args.on_error, dead_letters=args.dead_letters,
+    )
+    spark = local_session("ticdc-spark replicate")
+    spark.sparkContext.setLogLevel("ERROR")
+    totals = _Totals()
+    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
+    print(totals.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+class _Totals:
+    """Progress: one line per micro-batch, and a summary at the end."""
+
+    def __init__(self) -> None:
+        self.batches = self.rows = self.dead = self.ddl = 0
+        self.seconds = 0.0
+
+    def add(self, report: Any, quiet: bool = False) -> None:
+        self.batches += 1
+        self.rows += report.rows_applied
+        self.dead += report.dead_letters
+        self.ddl += report.ddl
+        self.seconds += report.seconds
+        if not quiet:
+            print(report.line(), file=sys.stderr, flush=True)
+
+    def summary(self) -> str:
+        return (f"{self.batches} batches, {self.rows} rows applied, {self.ddl} DDL, "
+                f"{self.dead} dead letters")
+
+
+# --------------------------------------------------------------------------------------------
+# verify
+
+
+def _add_verify(commands: Any) -> None:
+    parser = commands.add_parser(
+        "verify", help="compare target tables with an expected state",
+        description="Compare every table of an expected state (written by produce) with the "
+        "live rows of the target tables; exit 1 if any differs.",
+    )
+    parser.add_argument("--target", required=True,
+                        metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE")
+    parser.add_argument("--expected", required=True, metavar="DIR")
+    parser.set_defaults(run=_run_verify)
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    from ticdc_spark.spark.pipeline import make_sink
+    from ticdc_spark.verify import verify_sink
+
+    reports = verify_sink(make_sink(args.target), args.expected)
+    for report in reports:
+        print(report.summary())
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE
+
+
+# --------------------------------------------------------------------------------------------
+# demo
+
+
+def _add_demo(commands: Any) -> None:
+    parser = commands.add_parser(
+        "demo", help="run the whole pipeline on a laptop and check the result",
+        description="Generate a workload, encode it as TiCDC would (capture files, no broker "
+        "needed), replicate it with Spark into Delta tables, and verify the tables equal the "
+        "generated state.",
+    )
+    parser.add_argument("--protocol", "-p", default="canal-json")
+    parser.add_argument("--workdir", help="where to put captures, tables and checkpoints "
+                        "(default: a new temporary directory)")
+    _workload_arguments(parser)
+    parser.set_defaults(run=_run_demo, rows=20000, tables=4, ddl_every=40)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from ticdc_spark.demo import run_demo
+
+    return EXIT_OK if run_demo(args.protocol, _workload(args), args.workdir) else EXIT_FAILURE
 
 
 # --------------------------------------------------------------------------------------------

@@ -291,15 +291,8 @@ def _int(rng: random.Random, ctype: ColumnType) -> int:
     low, high = ctype.int_range()
     if ctype.length == 1 and ctype.name == "tinyint":
         return rng.randint(0, 1)
-    return rng.choice(
-        (
-            low,
-            high,
-            0,
-            rng.randint(low, high),
-            rng.randint(-1000, 1000) if low < 0 else rng.randint(0, 1000),
-        )
-    )
+    small = rng.randint(max(low, -1000), min(high, 1000))
+    return rng.choice((low, high, 0, rng.randint(low, high), small))
 
 
 def _text(rng: random.Random, ctype: ColumnType) -> str:

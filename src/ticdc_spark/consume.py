@@ -1,0 +1,524 @@
+"""Consuming a changelog the way TiCDC's reference consumer does, planned without Spark.
+
+Per micro-batch the :class:`Planner` takes changelog rows (see :mod:`ticdc_spark.changelog`)
+and works out what to apply, in order:
+
+* **Watermarks.** Each topic-partition's resolved ts only moves forward; a row (or DDL)
+  whose commit ts is below the watermark its partition had already reached when the row
+  arrived is a replay and is dropped (TiCDC delivers at least once).
+* **Consistency.** In ``consistent`` mode only changes at or below the *global* watermark (the
+  minimum over all partitions) are released, so every applied state is a transaction-
+  consistent snapshot of upstream; the rest wait in the state for a later batch.  In
+  ``eventual`` mode everything is released at once.
+* **DDL barriers.** Released changes are cut at each DDL: rows committed before it are
+  applied, then the DDL, then the rows after it.  Broadcast copies of one DDL count once.
+* **Last change wins.** Within a segment each key keeps its last change by (commit ts,
+  partition, offset); an UPDATE that changes the key deletes the old key and writes the new.
+* **Floors.** TRUNCATE and DROP TABLE record their commit ts; older changes of that table
+  arriving later are void.
+
+The planner also keeps the table catalog: schemas from CREATE/ALTER statements when it sees
+them, else from the schema JSON rows carry.  All of it (watermarks, held rows, catalog,
+floors) is :class:`ConsumerState`, saved with each batch so a restart resumes exactly.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ticdc_spark.changelog import BOOTSTRAP, DDL, ERROR, ROW, WATERMARK, schema_from_json
+from ticdc_spark.errors import ConfigError, TiCDCSparkError
+from ticdc_spark.model import DDLType, TableSchema
+
+__all__ = ["ConsumerState", "DDLStep", "Plan", "Planner", "TableChanges"]
+
+log = logging.getLogger(__name__)
+
+TableKey = tuple[str, str]
+_ORDER = ["commit_ts", "topic", "partition", "offset", "seq"]
+
+
+@dataclass
+class ConsumerState:
+    """Everything the consumer must remember between micro-batches."""
+
+    watermarks: dict[str, int] = field(default_factory=dict)  # "topic/partition" -> ts
+    tables: dict[TableKey, TableSchema] = field(default_factory=dict)
+    floors: dict[TableKey, int] = field(default_factory=dict)
+    applied_ts: int = 0  # the highest commit ts released so far
+    held: Any = None  # pa.Table of changelog rows waiting for the global watermark
+    ddl_seen: set[tuple[str, str, int, str]] = field(default_factory=set)
+
+    def global_watermark(self, partitions: Iterable[str] = ()) -> int:
+        """The minimum resolved ts over all known partitions (0 if one has none yet)."""
+        known = set(self.watermarks) | set(partitions)
+        if not known:
+            return 0
+        return min(self.watermarks.get(p, 0) for p in known)
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def to_json(self) -> bytes:
+        from ticdc_spark.changelog import schema_json
+
+        return orjson.dumps({
+            "watermarks": self.watermarks,
+            "tables": [[db, t, schema_json(s)] for (db, t), s in self.tables.items()],
+            "floors": [[db, t, ts] for (db, t), ts in self.floors.items()],
+            "applied_ts": self.applied_ts,
+            "ddl_seen": sorted(self.ddl_seen),
+        })
+
+    @classmethod
+    def from_json(cls, data: bytes, held: Any = None) -> ConsumerState:
+        obj = orjson.loads(data)
+        return cls(
+            watermarks={str(k): int(v) for k, v in obj["watermarks"].items()},
+            tables={(db, t): schema_from_json(js, db, t) for db, t, js in obj["tables"]},
+            floors={(db, t): int(ts) for db, t, ts in obj["floors"]},
+            applied_ts=int(obj["applied_ts"]),
+            held=held,
+            ddl_seen={(a, b, int(c), d) for a, b, c, d in obj["ddl_seen"]},
+        )
+
+
+@dataclass
+class TableChanges:
+    """The final change per key of one table in one segment.
+
+    ``rows`` columns: ``op`` (insert/update/delete), ``commit_ts``, ``image`` (after image, or
+    the before image for deletes), ``key_only``, and the source position columns.
+    """
+
+    database: str
+    table: str
+    schema: TableSchema
+    rows: Any
+
+
+@dataclass
+class DDLStep:
+    """A DDL to apply, with the table's schema before and after it (None when unknown)."""
+
+    database: str
+    table: str
+    commit_ts: int
+    sql: str
+    ddl_type: DDLType
+    before: TableSchema | None
+    after: TableSchema | None
+    renamed_to: TableKey | None = None
+    dropped: tuple[TableKey, ...] = ()
+
+
+@dataclass
+class Plan:
+    """What one micro-batch applies, in order, and what it learned."""
+
+    steps: list[TableChanges | DDLStep] = field(default_factory=list)
+    dead_letters: Any = None  # changelog ERROR rows plus rows that cannot be applied
+    rows_in: int = 0
+    rows_released: int = 0
+    replays: int = 0
+    held: int = 0
+    watermark: int = 0
+
+
+class Planner:
+    """Plans micro-batches over a :class:`ConsumerState` (which it updates in place)."""
+
+    def __init__(self, mode: str = "consistent", state: ConsumerState | None = None,
+                 partitions: Iterable[str] = ()) -> None:
+        if mode not in ("consistent", "eventual"):
+            raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
+        self.mode = mode
+        self.state = state or ConsumerState()
+        self.partitions = set(partitions)
+
+    def plan(self, changelog: Any) -> Plan:
+        """Plan one micro-batch of changelog rows (a pyarrow Table)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        plan = Plan()
+        errors = changelog.filter(pc.equal(changelog["kind"], ERROR))
+        batch = changelog.filter(pc.not_equal(changelog["kind"], ERROR))
+        plan.rows_in = int(pc.sum(pc.equal(batch["kind"], ROW)).as_py() or 0)
+        batch = _sorted(batch, ["topic", "partition", "offset", "seq"])
+        batch, plan.replays = self._drop_replays(batch)
+        self._learn_watermarks(batch)
+        pending = _concat([self.state.held, batch.filter(
+            pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))])
+        bound = self._release_bound()
+        plan.watermark = self.state.global_watermark(self.partitions)
+        ready_mask = pc.less_equal(pending["commit_ts"], bound)
+        ready = pending.filter(ready_mask)
+        held = pending.filter(pc.invert(ready_mask))
+        self.state.held = held if held.num_rows else None
+        plan.held = int(pc.sum(pc.equal(held["kind"], ROW)).as_py() or 0) if held.num_rows else 0
+        unusable = self._segments(ready, plan)
+        plan.dead_letters = _concat([dead_letters(errors), unusable])
+        if ready.num_rows:
+            self.state.applied_ts = max(self.state.applied_ts, int(pc.max(ready["commit_ts"])
+                                                                   .as_py() or 0))
+        return plan
+
+    # -- watermarks -----------------------------------------------------------------------
+
+    def _drop_replays(self, batch: Any) -> tuple[Any, int]:
+        """Drop rows and DDLs committed below their partition's watermark at arrival."""
+        import numpy as np
+        import pyarrow as pa
+
+        if not batch.num_rows:
+            return batch, 0
+        kinds = batch["kind"].to_pylist()
+        parts = [f"{t}/{p}" for t, p in zip(batch["topic"].to_pylist(),
+                                            batch["partition"].to_pylist(), strict=True)]
+        ts = batch["commit_ts"].to_numpy(zero_copy_only=False)
+        keep = np.ones(len(kinds), dtype=bool)
+        current = dict(self.state.watermarks)
+        for i, (kind, part) in enumerate(zip(kinds, parts, strict=True)):
+            mark = current.get(part, 0)
+            if kind == WATERMARK:
+                current[part] = max(mark, int(ts[i]))
+            elif kind in (ROW, DDL) and ts[i] < mark:
+                keep[i] = False
+        dropped = int((~keep).sum())
+        return (batch.filter(pa.array(keep)) if dropped else batch), dropped
+
+    def _learn_watermarks(self, batch: Any) -> None:
+        import pyarrow.compute as pc
+
+        marks = batch.filter(pc.equal(batch["kind"], WATERMARK))
+        for topic, partition, ts in zip(marks["topic"].to_pylist(),
+                                        marks["partition"].to_pylist(),
+                                        marks["commit_ts"].to_pylist(), strict=True):
+            key = f"{topic}/{partition}"
+            if ts >= self.state.watermarks.get(key, 0):
+                self.state.watermarks[key] = ts
+        for topic, partition in zip(batch["topic"].to_pylist(), batch["partition"].to_pylist(),
+                                    strict=True):
+            self.partitions.add(f"{topic}/{partition}")
+
+    def _release_bound(self) -> int:
+        if self.mode == "eventual":
+            return 2**63 - 1
+        return self.state.global_watermark(self.partitions)
+
+    # -- segments -------------------------------------------------------------------------
+
+    def _segments(self, ready: Any, plan: Plan) -> Any:
+        """Cut released rows at DDL barriers and plan each piece; returns unusable rows."""
+        import pyarrow.compute as pc
+
+        ready = _sorted(ready, _ORDER)
+        kinds = ready["kind"]
+        ddls = ready.filter(pc.equal(kinds, DDL))
+        rows = ready.filter(pc.equal(kinds, ROW))
+        self._learn_bootstraps(ready.filter(pc.equal(kinds, BOOTSTRAP)))
+        plan.rows_released = rows.num_rows
+        barriers = self._unique_ddls(ddls)
+        cuts = [d["commit_ts"] for d in barriers]
+        row_ts = rows["commit_ts"].to_pylist()
+        segment_of = [bisect.bisect_right(cuts, t) for t in row_ts]
+        unusable = []
+        for index in range(len(barriers) + 1):
+            mask = [s == index for s in segment_of]
+            if any(mask):
+                unusable.append(self._plan_rows(rows.filter(mask), plan))
+            if index < len(barriers):
+                step = self._ddl_step(barriers[index])
+                if step is not None:
+                    plan.steps.append(step)
+        return _concat(unusable)
+
+    def _unique_ddls(self, ddls: Any) -> list[dict[str, Any]]:
+        out = []
+        for row in ddls.select(["database", "table", "commit_ts", "sql", "ddl_type",
+                                "schema"]).to_pylist():
+            key = (row["database"] or "", row["table"] or "", row["commit_ts"], row["sql"] or "")
+            if key in self.state.ddl_seen:
+                continue
+            self.state.ddl_seen.add(key)
+            out.append(row)
+        self._prune_ddl_seen()
+        return out
+
+    def _prune_ddl_seen(self) -> None:
+        """Replays below every watermark are dropped anyway; forget DDLs older than that."""
+        floor = self.state.global_watermark(self.partitions)
+        if len(self.state.ddl_seen) > 256:
+            self.state.ddl_seen = {k for k in self.state.ddl_seen if k[2] >= floor}
+
+    def _learn_bootstraps(self, rows: Any) -> None:
+        for row in rows.select(["database", "table", "schema"]).to_pylist():
+            if row["schema"]:
+                key = (row["database"], row["table"])
+                self.state.tables[key] = schema_from_json(row["schema"], *key)
+
+    # -- rows -----------------------------------------------------------------------------
+
+    def _plan_rows(self, rows: Any, plan: Plan) -> Any:
+        """Add one TableChanges per table of a segment; returns rows that cannot apply."""
+        import pyarrow.compute as pc
+
+        unusable = []
+        tables = rows.select(["database", "table"]).group_by(["database", "table"]).aggregate([])
+        for database, table in zip(tables["database"].to_pylist(), tables["table"].to_pylist(),
+                                   strict=True):
+            mask = pc.and_(pc.equal(rows["database"], database), pc.equal(rows["table"], table))
+            part = rows.filter(mask)
+            key = (database, table)
+            part = self._above_floor(key, part)
+            if not part.num_rows:
+                continue
+            schema = self._table_schema(key, part)
+            changes, bad = final_changes(part, schema)
+            unusable.append(bad)
+            if changes.num_rows:
+                plan.steps.append(TableChanges(database, table, schema, changes))
+        return _concat(unusable)
+
+    def _above_floor(self, key: TableKey, rows: Any) -> Any:
+        import pyarrow.compute as pc
+
+        floor = self.state.floors.get(key)
+        if floor is None:
+            return rows
+        return rows.filter(pc.greater(rows["commit_ts"], floor))
+
+    def _table_schema(self, key: TableKey, rows: Any) -> TableSchema:
+        """The catalog schema, extended by columns the rows carry that it lacks."""
+        texts = [t for t in rows["schema"].to_pylist() if t]
+        carried = schema_from_json(texts[-1], *key) if texts else None
+        known = self.state.tables.get(key)
+        if known is None:
+            if carried is None:
+                raise TiCDCSparkError(f"no schema known for {key[0]}.{key[1]}")
+            known = carried
+        elif carried is not None:
+            known = _with_new_columns(known, carried)
+        self.state.tables[key] = known
+        return known
+
+    # -- DDL --------------------------------------------------------------------------------
+
+    def _ddl_step(self, row: dict[str, Any]) -> DDLStep | None:
+        from ticdc_spark import ddl as ddl_sql
+
+        database, table, ts = row["database"] or "", row["table"] or "", row["commit_ts"]
+        sql = row["sql"] or ""
+        action = _action(row["ddl_type"], sql)
+        key = (database, table)
+        before = self.state.tables.get(key)
+        step = DDLStep(database, table, ts, sql, action, before, before)
+        try:
+            _apply_to_catalog(self.state, step, row.get("schema"), ddl_sql)
+        except TiCDCSparkError as exc:  # keep going: rows will carry the schema
+            log.warning("cannot interpret DDL %r (%s); continuing with row schemas", sql, exc)
+        return step
+
+
+DEAD_LETTER_FIELDS = ("topic", "partition", "offset", "error", "key", "value")
+
+
+def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
+    """The last change per key of one table's rows, and the rows that cannot be applied.
+
+    Keys are the schema's handle key (all columns when the table has none).  An UPDATE that
+    changes the key becomes a delete of the old key just before the update of the new one.
+    A change that carries only key columns (handle-key-only large messages) can be applied
+    only if it is a delete.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    key_columns = list(schema.handle_key) or list(schema.column_names)
+    # Even order numbers for the changes, the odd one before each for a moved key's delete.
+    rows = rows.append_column("_order", pa.array(range(0, 2 * rows.num_rows, 2), pa.int64()))
+    bad_mask = pc.and_(rows["key_only"], pc.not_equal(rows["op"], "DELETE"))
+    bad = rows.filter(bad_mask)
+    rows = rows.filter(pc.invert(bad_mask))
+    changes = _concat([_effective(rows), _moved_key_deletes(rows, key_columns)])
+    groups = pa.table({
+        **{f"k{i}": pc.map_lookup(changes["image"], name, "first")
+           for i, name in enumerate(key_columns)},
+        "_order": changes["_order"],
+    })
+    last = groups.group_by([f"k{i}" for i in range(len(key_columns))],
+                           use_threads=False).aggregate([("_order", "max")])
+    final = changes.filter(pc.is_in(changes["_order"], last["_order_max"]))
+    final = final.sort_by([("_order", "ascending")]).drop_columns(["_order"])
+    reason = ("only the handle-key columns were sent (a large message); the full row must be "
+              "read from upstream TiDB")
+    return final, dead_letters(bad, reason)
+
+
+def dead_letters(rows: Any, reason: str | None = None) -> Any:
+    """Rows in the dead-letter shape: topic, partition, offset, error, key, value."""
+    import pyarrow as pa
+
+    if rows is None or not rows.num_rows:
+        return None
+    n = rows.num_rows
+    names = rows.column_names
+
+    def column(name: str, arrow_type: Any) -> Any:
+        return rows[name] if name in names else pa.nulls(n, arrow_type)
+
+    error = pa.array([reason] * n, pa.string()) if reason else column("error", pa.string())
+    return pa.table({
+        "topic": rows["topic"], "partition": rows["partition"], "offset": rows["offset"],
+        "error": error, "key": column("key", pa.binary()), "value": column("value", pa.binary()),
+    })
+
+
+def _effective(rows: Any) -> Any:
+    """One row per change: op, commit ts, image (after, or before for deletes), position."""
+    import pyarrow.compute as pc
+
+    is_delete = pc.equal(rows["op"], "DELETE")
+    image = pc.if_else(is_delete, rows["before"], rows["after"])
+    ops = pc.if_else(is_delete, "delete",
+                     pc.if_else(pc.equal(rows["op"], "INSERT"), "insert", "update"))
+    return _project(rows, ops, image, rows["_order"])
+
+
+def _moved_key_deletes(rows: Any, key_columns: list[str]) -> Any:
+    """Deletes of the old key of every UPDATE that changed its key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    updates = rows.filter(pc.equal(rows["op"], "UPDATE"))
+    if not updates.num_rows:
+        return None
+    changed = pa.array([False] * updates.num_rows)
+    for name in key_columns:
+        before = pc.map_lookup(updates["before"], name, "first")
+        after = pc.map_lookup(updates["after"], name, "first")
+        differs = pc.fill_null(pc.not_equal(before, after),
+                               pc.xor(pc.is_null(before), pc.is_null(after)))
+        changed = pc.or_(changed, differs)
+    moved = updates.filter(changed)
+    if not moved.num_rows:
+        return None
+    ops = pa.array(["delete"] * moved.num_rows, pa.string())
+    return _project(moved, ops, moved["before"], pc.subtract(moved["_order"], 1))
+
+
+def _project(rows: Any, ops: Any, image: Any, order: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.table({
+        "op": ops, "commit_ts": rows["commit_ts"], "image": image,
+        "key_only": rows["key_only"], "topic": rows["topic"], "partition": rows["partition"],
+        "offset": rows["offset"], "seq": rows["seq"], "_order": order,
+    })
+
+
+def _with_new_columns(known: TableSchema, carried: TableSchema) -> TableSchema:
+    extra = tuple(c for c in carried.columns if known.get(c.name) is None)
+    if not extra:
+        return known
+    return TableSchema(known.database, known.table, known.columns + extra, known.indexes,
+                       known.table_id or carried.table_id, known.version).with_derived_flags()
+
+
+def _action(name: str | None, sql: str) -> DDLType:
+    from ticdc_spark.ddl import classify
+
+    if name and name in DDLType.__members__:
+        action = DDLType[name]
+        if action is not DDLType.NONE:
+            return action
+    return classify(sql)
+
+
+def _apply_to_catalog(state: ConsumerState, step: DDLStep, schema_text: str | None,
+                      ddl_sql: Any) -> None:
+    """Update the catalog and floors for a DDL, and fill in the step's schemas."""
+    key = (step.database, step.table)
+    action = step.ddl_type
+    if schema_text:  # the protocol carried the schema after the DDL (Simple)
+        state.tables[key] = schema_from_json(schema_text, *key)
+    elif action is DDLType.CREATE_TABLE:
+        created = ddl_sql.parse_create_table(step.sql, step.database)
+        if created is not None:
+            state.tables[key] = _renamed(created, key)
+    elif action in (DDLType.DROP_TABLE, DDLType.DROP_VIEW):
+        step.dropped = (key,)
+        state.tables.pop(key, None)
+        state.floors[key] = step.commit_ts
+    elif action is DDLType.TRUNCATE_TABLE:
+        state.floors[key] = step.commit_ts
+    elif action is DDLType.DROP_SCHEMA:
+        step.dropped = tuple(k for k in state.tables if k[0] == step.database)
+        for dropped in step.dropped:
+            state.tables.pop(dropped, None)
+            state.floors[dropped] = step.commit_ts
+    elif action in (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES):
+        _rename(state, step, ddl_sql)
+    elif step.before is not None and action in _ALTERS:
+        if step.sql.lstrip()[:5].upper() == "ALTER":
+            state.tables[key] = ddl_sql.apply_alter_table(step.before, step.sql)
+        else:  # CREATE INDEX / DROP INDEX ... ON t
+            state.tables[key] = ddl_sql.apply_index_ddl(step.before, step.sql)
+    step.after = state.tables.get(key)
+
+
+_ALTERS = frozenset((
+    DDLType.ADD_COLUMN, DDLType.DROP_COLUMN, DDLType.MODIFY_COLUMN, DDLType.SET_DEFAULT_VALUE,
+    DDLType.ADD_INDEX, DDLType.DROP_INDEX, DDLType.ADD_PRIMARY_KEY, DDLType.DROP_PRIMARY_KEY,
+    DDLType.ACTION_MULTI_SCHEMA_CHANGE, DDLType.ADD_COLUMNS, DDLType.DROP_COLUMNS,
+    DDLType.RENAME_INDEX,
+))
+
+
+def _rename(state: ConsumerState, step: DDLStep, ddl_sql: Any) -> None:
+    """RENAME TABLE: TiCDC sends one DDL per renamed table, named after the new table."""
+    pairs = ddl_sql.parse_rename_tables(step.sql) if step.sql.lstrip().upper().startswith(
+        "RENAME") else []
+    if not pairs:  # ALTER TABLE t RENAME TO u
+        target = ddl_sql.ddl_target(step.sql, step.database)
+        altered = state.tables.get(target)
+        if altered is not None:
+            renamed = ddl_sql.apply_alter_table(altered, step.sql)
+            pairs = [(target, (renamed.database, renamed.table))]
+    for (old_db, old_table), (new_db, new_table) in pairs:
+        old = (old_db or step.database, old_table)
+        new = (new_db or step.database, new_table)
+        schema = state.tables.pop(old, None)
+        if schema is not None:
+            state.tables[new] = _renamed(schema, new)
+            step.before, step.renamed_to = schema, new
+            step.database, step.table = old
+        state.floors.pop(new, None)
+
+
+def _renamed(schema: TableSchema, key: TableKey) -> TableSchema:
+    return TableSchema(key[0], key[1], schema.columns, schema.indexes, schema.table_id,
+                       schema.version)
+
+
+def _sorted(table: Any, columns: list[str]) -> Any:
+    if table is None or not table.num_rows:
+        return table
+    return table.sort_by([(c, "ascending") for c in columns])
+
+
+def _concat(tables: list[Any]) -> Any:
+    import pyarrow as pa
+
+    present = [t for t in tables if t is not None and t.num_rows]
+    if not present:
+        return next((t for t in tables if t is not None), None)
+    if len(present) == 1:
+        return present[0]
+    return pa.concat_tables(present, promote_options="permissive")

@@ -1,0 +1,157 @@
+"""What every table sink does, whatever the table format.
+
+A sink applies the steps a :class:`~ticdc_spark.consume.Plan` lists: merges of one table's
+final changes and DDLs.  Each step carries a *version* (batch id and step number) that the
+sink records atomically with the change, so a step replayed after a crash is recognised and
+skipped; merges are also guarded by commit ts (a change applies only if it is newer than
+the row, and deletes leave tombstone rows, ``_op = 'delete'``, so older changes cannot bring
+a row back).  Readers see live rows with ``_op <> 'delete'``.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ticdc_spark.consume import DDLStep, TableChanges
+from ticdc_spark.model import DDLType, TableSchema
+from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema, typed_rows
+
+__all__ = ["StepResult", "TableSink", "live"]
+
+log = logging.getLogger(__name__)
+TableKey = tuple[str, str]
+
+DELETE_OP = "delete"
+
+
+@dataclass
+class StepResult:
+    """What applying one step did."""
+
+    rows: int = 0
+    skipped: bool = False  # the step was already applied (a replay)
+    dead_letters: Any = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def live(rows: Any) -> Any:
+    """Drop tombstones and the bookkeeping columns: the table as upstream has it."""
+    import pyarrow.compute as pc
+
+    if rows is None:
+        return rows
+    kept = rows.filter(pc.not_equal(rows[OP], DELETE_OP))
+    return kept.drop_columns([COMMIT_TS, OP])
+
+
+class TableSink(abc.ABC):
+    """The format-independent part of applying plans to lakehouse tables."""
+
+    name = "sink"
+
+    # -- format hooks ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def exists(self, key: TableKey) -> bool: ...
+
+    @abc.abstractmethod
+    def create(self, schema: TableSchema) -> None: ...
+
+    @abc.abstractmethod
+    def arrow_schema(self, key: TableKey) -> Any: ...
+
+    @abc.abstractmethod
+    def applied_version(self, key: TableKey) -> int: ...
+
+    @abc.abstractmethod
+    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def add_columns(self, key: TableKey, fields: list[Any]) -> None: ...
+
+    @abc.abstractmethod
+    def rewrite(self, schema: TableSchema, version: int) -> None:
+        """Rewrite the table to ``schema``'s columns and types (drops, type changes)."""
+
+    @abc.abstractmethod
+    def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
+        """Delete every row committed before ``commit_ts`` (TRUNCATE)."""
+
+    @abc.abstractmethod
+    def drop(self, key: TableKey) -> None: ...
+
+    @abc.abstractmethod
+    def rename(self, old: TableKey, new: TableKey) -> None: ...
+
+    @abc.abstractmethod
+    def read(self, key: TableKey) -> Any: ...
+
+    @abc.abstractmethod
+    def tables(self) -> list[TableKey]: ...
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def apply_rows(self, step: TableChanges, version: int) -> StepResult:
+        """Merge one table's final changes (skipped if this version was applied)."""
+        key = (step.database, step.table)
+        self.ensure_table(step.schema)
+        if self.applied_version(key) >= version:
+            return StepResult(skipped=True)
+        rows, dead = typed_rows(step.schema, step.rows)
+        details = self.merge(step.schema, rows, version) if rows.num_rows else {}
+        return StepResult(rows=rows.num_rows, dead_letters=dead, details=details)
+
+    def ensure_table(self, schema: TableSchema) -> None:
+        """Create the table, or add the columns it lacks (no rewrite)."""
+        key = (schema.database, schema.table)
+        if not self.exists(key):
+            self.create(schema)
+            return
+        current = self.arrow_schema(key)
+        target = table_arrow_schema(schema)
+        missing = [f for f in target if current.get_field_index(f.name) < 0]
+        if missing:
+            self.add_columns(key, missing)
+
+    def apply_ddl(self, step: DDLStep, version: int) -> StepResult:
+        """Apply a DDL; every branch is a no-op when it finds the change already made."""
+        key = (step.database, step.table)
+        action = step.ddl_type
+        if step.dropped:
+            for dropped in step.dropped:
+                if self.exists(dropped):
+                    self.drop(dropped)
+            return StepResult()
+        if step.renamed_to is not None:
+            if self.exists(key) and not self.exists(step.renamed_to):
+                self.rename(key, step.renamed_to)
+            return StepResult()
+        if action is DDLType.TRUNCATE_TABLE:
+            if self.exists(key) and self.applied_version(key) < version:
+                self.delete_older(key, step.commit_ts, version)
+            return StepResult()
+        if step.after is not None:
+            self._follow_schema(step.after, version)
+        return StepResult()
+
+    def _follow_schema(self, schema: TableSchema, version: int) -> None:
+        """Make the table match a schema: add columns cheaply, rewrite for anything else."""
+        key = (schema.database, schema.table)
+        if not self.exists(key):
+            self.create(schema)
+            return
+        current = self.arrow_schema(key)
+        target = table_arrow_schema(schema)
+        if current.equals(target):
+            return
+        same_names = [f.name for f in current] == [f.name for f in target][:len(current)]
+        same_types = all(current.field(f.name).type == f.type for f in current
+                         if target.get_field_index(f.name) >= 0)
+        if same_names and same_types:
+            self.add_columns(key, [f for f in target if current.get_field_index(f.name) < 0])
+        elif self.applied_version(key) < version:
+            log.info("rewriting %s.%s to its new schema", *key)
+            self.rewrite(schema, version)

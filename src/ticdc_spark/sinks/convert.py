@@ -1,0 +1,261 @@
+"""MySQL types to Arrow types, and changelog text images to typed Arrow columns.
+
+The lakehouse types keep every value (the mapping is the same for Delta and Iceberg, which
+adjusts the narrow integers it lacks):
+
+=========================  =================================  ==============================
+MySQL                      Arrow                              why
+=========================  =================================  ==============================
+TINYINT / UNSIGNED         int8 / int16                       the next signed type holds it
+SMALLINT / UNSIGNED        int16 / int32
+MEDIUMINT                  int32
+INT / UNSIGNED             int32 / int64
+BIGINT / UNSIGNED          int64 / decimal(20,0)              no unsigned 64-bit type
+FLOAT, DOUBLE              float32, float64
+DECIMAL(p,s), p <= 38      decimal128(p,s)
+DECIMAL(p,s), p > 38       string                             lakehouse decimals stop at 38
+DECIMAL, precision unknown string                             (plain Canal-JSON types)
+CHAR .. LONGTEXT, JSON     string
+BINARY .. LONGBLOB         binary
+DATE                       date32                             zero dates become null
+DATETIME, TIMESTAMP        timestamp[us] (no zone)            wall clock as TiCDC wrote it
+TIME                       string ``-838:59:59.000000``       negative and > 24 h
+YEAR                       int16
+ENUM, SET                  string: member names               the index when names unknown
+BIT(n<=63) / BIT(64)       int64 / decimal(20,0)
+=========================  =================================  ==============================
+
+Conversion is vectorized with Arrow compute; a value that does not convert makes its row a
+dead letter (named by topic/partition/offset), never a silently wrong value.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Callable
+from typing import Any
+
+from ticdc_spark.model import TableSchema
+from ticdc_spark.types import ColumnType, Family, ZeroDate, parse_date, parse_datetime
+
+__all__ = ["COMMIT_TS", "OP", "arrow_type", "table_arrow_schema", "typed_rows"]
+
+COMMIT_TS = "_commit_ts"
+OP = "_op"
+
+
+def arrow_type(ctype: ColumnType) -> Any:
+    """The Arrow type a MySQL column is stored as."""
+    import pyarrow as pa
+
+    family, name = ctype.family, ctype.name
+    if family is Family.INTEGER:
+        return _INTEGER_TYPES[(name, ctype.unsigned)]()
+    if family is Family.FLOAT:
+        return pa.float32()
+    if family is Family.DOUBLE:
+        return pa.float64()
+    if family is Family.DECIMAL:
+        if ctype.length is None or ctype.length > 38:
+            return pa.string()
+        return pa.decimal128(ctype.length, ctype.decimal or 0)
+    if family is Family.BYTES:
+        return pa.binary()
+    if family is Family.DATE:
+        return pa.date32()
+    if family is Family.DATETIME:
+        return pa.timestamp("us")
+    if family is Family.YEAR:
+        return pa.int16()
+    if family is Family.BIT:
+        return pa.int64() if ctype.length is not None and ctype.length <= 63 else \
+            pa.decimal128(20, 0)
+    return pa.string()
+
+
+def _types() -> dict[tuple[str, bool], Callable[[], Any]]:
+    import pyarrow as pa
+
+    return {
+        ("tinyint", False): pa.int8, ("tinyint", True): pa.int16,
+        ("smallint", False): pa.int16, ("smallint", True): pa.int32,
+        ("mediumint", False): pa.int32, ("mediumint", True): pa.int32,
+        ("int", False): pa.int32, ("int", True): pa.int64,
+        ("bigint", False): pa.int64, ("bigint", True): lambda: pa.decimal128(20, 0),
+    }
+
+
+class _LazyTypes(dict[tuple[str, bool], Callable[[], Any]]):
+    def __missing__(self, key: tuple[str, bool]) -> Callable[[], Any]:
+        self.update(_types())
+        return self[key]
+
+
+_INTEGER_TYPES = _LazyTypes()
+
+
+def table_arrow_schema(schema: TableSchema) -> Any:
+    """The Arrow schema of a target table: the columns, then ``_commit_ts`` and ``_op``."""
+    import pyarrow as pa
+
+    fields = [pa.field(c.name, arrow_type(c.type), nullable=True) for c in schema.columns]
+    fields += [pa.field(COMMIT_TS, pa.int64(), nullable=False),
+               pa.field(OP, pa.string(), nullable=False)]
+    return pa.schema(fields)
+
+
+def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
+    """Typed target rows for planned changes, and the changes that failed to convert.
+
+    ``changes`` has ``op``, ``commit_ts``, ``image`` (map of text) and position columns (see
+    :func:`ticdc_spark.consume.final_changes`).  Returns ``(rows, bad)`` where ``bad`` holds
+    the position and reason of every change with a value its column cannot hold.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    target = table_arrow_schema(schema)
+    arrays = []
+    bad = pa.array([False] * changes.num_rows)
+    reasons: list[str | None] = [None] * changes.num_rows
+    for column in schema.columns:
+        text = pc.map_lookup(changes["image"], column.name, "first")
+        values, failed = convert_column(column.type, text)
+        for i in failed:
+            reasons[i] = reasons[i] or f"column {column.name!r}: {failed[i]}"
+        arrays.append(values)
+    if any(reasons):
+        bad = pa.array([r is not None for r in reasons])
+    arrays += [changes["commit_ts"], changes["op"]]
+    rows = pa.Table.from_arrays(arrays, schema=target)
+    dead = None
+    if any(reasons):
+        from ticdc_spark.consume import dead_letters
+
+        broken = changes.filter(bad).append_column(
+            "error", pa.array([r for r in reasons if r is not None], pa.string()))
+        dead = dead_letters(broken)
+        rows = rows.filter(pc.invert(bad))
+    return rows, dead
+
+
+def convert_column(ctype: ColumnType, text: Any) -> tuple[Any, dict[int, str]]:
+    """Text (an Arrow string array) to the column's Arrow type.
+
+    Returns the array (failed values null) and {row index: reason} for values that failed.
+    """
+    target = arrow_type(ctype)
+    convert = _CONVERTERS.get(ctype.family, _cast)
+    try:
+        return convert(ctype, text, target), {}
+    except _CONVERSION_ERRORS:  # pyarrow's ArrowInvalid is a ValueError
+        return _one_by_one(ctype, text, target, convert)
+
+
+_CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError, binascii.Error)
+
+
+def _one_by_one(ctype: ColumnType, text: Any, target: Any,
+                convert: Callable[..., Any]) -> tuple[Any, dict[int, str]]:
+    """Convert value by value to find the ones that fail (the rare slow path)."""
+    import pyarrow as pa
+
+    values: list[Any] = []
+    failed: dict[int, str] = {}
+    for i, value in enumerate(text.to_pylist()):
+        try:
+            values.append(convert(ctype, pa.array([value], pa.string()), target)[0].as_py())
+        except _CONVERSION_ERRORS as exc:
+            failed[i] = f"cannot store {value!r} as {target}: {exc}"
+            values.append(None)
+    return pa.array(values, target), failed
+
+
+def _cast(ctype: ColumnType, text: Any, target: Any) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.cast(text, target, safe=True)
+
+
+def _integer(ctype: ColumnType, text: Any, target: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_decimal(target):  # unsigned BIGINT
+        return pc.cast(text, target, safe=True)
+    return pc.cast(pc.cast(text, pa.int64(), safe=True), target, safe=True)
+
+
+def _floating(ctype: ColumnType, text: Any, target: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pc.cast(text, pa.float64()), target, safe=False)
+
+
+def _temporal(ctype: ColumnType, text: Any, target: Any) -> Any:
+    """Dates and datetimes; zero dates (which Arrow cannot hold) become null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    try:
+        return pc.cast(text, target)
+    except pa.ArrowInvalid:
+        pass
+    parse = parse_date if ctype.family is Family.DATE else parse_datetime
+    values = []
+    for value in text.to_pylist():
+        parsed = None if value is None else parse(value)
+        values.append(None if isinstance(parsed, ZeroDate) else parsed)
+    return pa.array(values, target)
+
+
+def _binary(ctype: ColumnType, text: Any, target: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.array(
+        [None if v is None else binascii.a2b_base64(v, strict_mode=True)
+         for v in text.to_pylist()],
+        pa.binary(),
+    )
+
+
+def _member_names(ctype: ColumnType, text: Any, target: Any) -> Any:
+    """ENUM index / SET bitmask to member names (when the type lists them)."""
+    import pyarrow as pa
+
+    if not ctype.elements:
+        return text
+    lookup = ctype.enum_name if ctype.family is Family.ENUM else _set_text(ctype)
+    out = []
+    for value in text.to_pylist():
+        if value is None or not value.isdigit():
+            out.append(value)  # already names (Alibaba Canal) or null
+            continue
+        name = lookup(int(value))
+        if name is None:
+            raise ValueError(f"{value} is not a member of {ctype.sql()}")
+        out.append(name)
+    return pa.array(out, pa.string())
+
+
+def _set_text(ctype: ColumnType) -> Callable[[int], str | None]:
+    def names(bits: int) -> str | None:
+        found = ctype.set_names(bits)
+        return None if found is None else ",".join(found)
+
+    return names
+
+
+_CONVERTERS: dict[Family, Callable[..., Any]] = {
+    Family.INTEGER: _integer,
+    Family.YEAR: _integer,
+    Family.BIT: _integer,
+    Family.FLOAT: _floating,
+    Family.DOUBLE: _floating,
+    Family.DATE: _temporal,
+    Family.DATETIME: _temporal,
+    Family.BYTES: _binary,
+    Family.ENUM: _member_names,
+    Family.SET: _member_names,
+}

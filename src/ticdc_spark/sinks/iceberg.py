@@ -1,0 +1,180 @@
+"""Apache Iceberg tables through pyiceberg, with a SQL catalog.
+
+``iceberg:CATALOG_URI#WAREHOUSE`` (e.g. ``iceberg:sqlite:////tmp/cat.db#file:///tmp/wh``):
+one namespace per upstream database, one table per upstream table.  Every change commits in
+one Iceberg transaction together with the table property ``ticdc.version`` (the step's
+version), so a replayed step is recognised and skipped.  Iceberg has no 8- or 16-bit
+integers: those columns are stored as ``int``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ticdc_spark.errors import ConfigError
+from ticdc_spark.model import TableSchema
+from ticdc_spark.sinks.base import TableKey, TableSink
+from ticdc_spark.sinks.convert import COMMIT_TS, table_arrow_schema
+
+__all__ = ["IcebergSink", "parse_iceberg_target"]
+
+log = logging.getLogger(__name__)
+VERSION_PROPERTY = "ticdc.version"
+_REWRITE_SUFFIX = "__ticdc_rewrite"
+
+
+def parse_iceberg_target(spec: str) -> tuple[str, str]:
+    """``CATALOG_URI#WAREHOUSE`` -> (catalog uri, warehouse)."""
+    uri, sep, warehouse = spec.partition("#")
+    if not sep or not uri or not warehouse:
+        raise ConfigError(
+            "an Iceberg target is iceberg:CATALOG_URI#WAREHOUSE, e.g. "
+            "iceberg:sqlite:////tmp/catalog.db#file:///tmp/warehouse"
+        )
+    return uri, warehouse
+
+
+def iceberg_arrow_schema(schema: TableSchema) -> Any:
+    """The table's Arrow schema with the integer types Iceberg has."""
+    import pyarrow as pa
+
+    def widen(arrow_type: Any) -> Any:
+        if pa.types.is_int8(arrow_type) or pa.types.is_int16(arrow_type):
+            return pa.int32()
+        return arrow_type
+
+    return pa.schema([pa.field(f.name, widen(f.type), nullable=True)
+                      for f in table_arrow_schema(schema)])
+
+
+class IcebergSink(TableSink):
+    """Iceberg tables in a pyiceberg SQL catalog."""
+
+    name = "iceberg"
+
+    def __init__(self, catalog_uri: str, warehouse: str, name: str = "ticdc") -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse)
+
+    def _table(self, key: TableKey) -> Any:
+        return self.catalog.load_table(key)
+
+    def _cast(self, schema: TableSchema, rows: Any) -> Any:
+        return rows.cast(iceberg_arrow_schema(schema))
+
+    # -- hooks ----------------------------------------------------------------------------
+
+    def exists(self, key: TableKey) -> bool:
+        self._recover(key)
+        return bool(self.catalog.table_exists(key))
+
+    def create(self, schema: TableSchema) -> None:
+        key = (schema.database, schema.table)
+        self.catalog.create_namespace_if_not_exists(schema.database)
+        self.catalog.create_table_if_not_exists(key, iceberg_arrow_schema(schema))
+
+    def arrow_schema(self, key: TableKey) -> Any:
+        return self._table(key).schema().as_arrow()
+
+    def applied_version(self, key: TableKey) -> int:
+        if not self.exists(key):
+            return -1
+        return int(self._table(key).properties.get(VERSION_PROPERTY, -1))
+
+    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
+        key = (schema.database, schema.table)
+        table = self._table(key)
+        keys = list(schema.handle_key) or list(schema.column_names)
+        newer = self._newer_than_existing(table, keys, self._cast(schema, rows))
+        if not newer.num_rows:
+            with table.transaction() as tx:
+                tx.set_properties({VERSION_PROPERTY: str(version)})
+            return {"num_source_rows": rows.num_rows, "written": 0}
+        with table.transaction() as tx:
+            result = tx.upsert(newer, join_cols=keys)
+            tx.set_properties({VERSION_PROPERTY: str(version)})
+        return {"num_source_rows": rows.num_rows, "written": newer.num_rows,
+                "updated": result.rows_updated, "inserted": result.rows_inserted}
+
+    def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
+        """The incoming rows whose key is new or whose commit ts beats the stored one."""
+        import pyarrow.compute as pc
+        from pyiceberg.expressions import In
+
+        first = keys[0]
+        wanted = [v for v in rows[first].unique().to_pylist() if v is not None]
+        scan = table.scan(row_filter=In(first, wanted) if wanted else first + " IS NULL",
+                          selected_fields=(*keys, COMMIT_TS))
+        existing = scan.to_arrow().rename_columns([*keys, "_stored_ts"])
+        if not existing.num_rows:
+            return rows
+        joined = rows.join(existing, keys=keys, join_type="left outer", use_threads=False)
+        keep = pc.or_(pc.is_null(joined["_stored_ts"]),
+                      pc.greater(joined[COMMIT_TS], joined["_stored_ts"]))
+        return joined.filter(keep).drop_columns(["_stored_ts"]).select(rows.column_names)
+
+    def add_columns(self, key: TableKey, fields: list[Any]) -> None:
+        import pyarrow as pa
+
+        if not fields:
+            return
+        table = self._table(key)
+        widened = [pa.field(f.name, pa.int32() if pa.types.is_int8(f.type) or
+                            pa.types.is_int16(f.type) else f.type) for f in fields]
+        with table.update_schema() as update:
+            update.union_by_name(pa.schema(widened))
+
+    def rewrite(self, schema: TableSchema, version: int) -> None:
+        """Copy into a new table of the new schema, then swap it in by catalog rename."""
+        import pyarrow as pa
+
+        key = (schema.database, schema.table)
+        current = self._table(key).scan().to_arrow()
+        target = iceberg_arrow_schema(schema)
+        columns = [current[f.name].cast(f.type, safe=False) if f.name in current.column_names
+                   else pa.nulls(current.num_rows, f.type) for f in target]
+        temp = (key[0], key[1] + _REWRITE_SUFFIX)
+        if self.catalog.table_exists(temp):
+            self.catalog.purge_table(temp)
+        table = self.catalog.create_table(temp, target)
+        with table.transaction() as tx:
+            tx.append(pa.Table.from_arrays(columns, schema=target))
+            tx.set_properties({VERSION_PROPERTY: str(version)})
+        self.catalog.purge_table(key)
+        self.catalog.rename_table(temp, key)
+
+    def _recover(self, key: TableKey) -> None:
+        """Finish a rewrite that a crash interrupted between drop and rename."""
+        temp = (key[0], key[1] + _REWRITE_SUFFIX)
+        if not key[1].endswith(_REWRITE_SUFFIX) and self.catalog.table_exists(temp) \
+                and not self.catalog.table_exists(key):
+            self.catalog.rename_table(temp, key)
+
+    def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
+        from pyiceberg.expressions import LessThan
+
+        table = self._table(key)
+        with table.transaction() as tx:
+            tx.delete(LessThan(COMMIT_TS, int(commit_ts)))
+            tx.set_properties({VERSION_PROPERTY: str(version)})
+
+    def drop(self, key: TableKey) -> None:
+        self.catalog.purge_table(key)
+
+    def rename(self, old: TableKey, new: TableKey) -> None:
+        self.catalog.create_namespace_if_not_exists(new[0])
+        self.catalog.rename_table(old, new)
+
+    def read(self, key: TableKey) -> Any:
+        return self._table(key).scan().to_arrow()
+
+    def tables(self) -> list[TableKey]:
+        found: list[TableKey] = []
+        for namespace in self.catalog.list_namespaces():
+            for identifier in self.catalog.list_tables(namespace):
+                name = identifier[-1]
+                if not name.endswith(_REWRITE_SUFFIX):
+                    found.append((identifier[0], name))
+        return sorted(found)
