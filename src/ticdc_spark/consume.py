@@ -54,6 +54,8 @@ class ConsumerState:
     applied_ts: int = 0  # the highest commit ts released so far
     held: Any = None  # pa.Table of changelog rows waiting for the global watermark
     ddl_seen: set[tuple[str, str, int, str]] = field(default_factory=set)
+    carried: dict[TableKey, str] = field(default_factory=dict)  # last schema JSON rows carried
+    partitions: set[str] = field(default_factory=set)  # every topic/partition seen
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -73,6 +75,8 @@ class ConsumerState:
             "floors": [[db, t, ts] for (db, t), ts in self.floors.items()],
             "applied_ts": self.applied_ts,
             "ddl_seen": sorted(self.ddl_seen),
+            "carried": [[db, t, text] for (db, t), text in self.carried.items()],
+            "partitions": sorted(self.partitions),
         })
 
     @classmethod
@@ -85,6 +89,8 @@ class ConsumerState:
             applied_ts=int(obj["applied_ts"]),
             held=held,
             ddl_seen={(a, b, int(c), d) for a, b, c, d in obj["ddl_seen"]},
+            carried={(db, t): text for db, t, text in obj.get("carried", [])},
+            partitions=set(obj.get("partitions", [])),
         )
 
 
@@ -139,7 +145,8 @@ class Planner:
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
         self.mode = mode
         self.state = state or ConsumerState()
-        self.partitions = set(partitions)
+        self.state.partitions |= set(partitions)
+        self._schema_texts: list[str] = []
 
     def plan(self, changelog: Any) -> Plan:
         """Plan one micro-batch of changelog rows (a pyarrow Table)."""
@@ -150,16 +157,21 @@ class Planner:
         errors = changelog.filter(pc.equal(changelog["kind"], ERROR))
         batch = changelog.filter(pc.not_equal(changelog["kind"], ERROR))
         plan.rows_in = int(pc.sum(pc.equal(batch["kind"], ROW)).as_py() or 0)
+        # Schema JSON is written in decode order, so number it before anything reorders rows.
+        held = self.state.held
+        batch = self._number_schemas(_concat([held, batch]) if held is not None else batch)
+        held_rows = held.num_rows if held is not None else 0
+        pending_held, batch = batch.slice(0, held_rows), batch.slice(held_rows)
         batch = _sorted(batch, ["topic", "partition", "offset", "seq"])
         batch, plan.replays = self._drop_replays(batch)
         self._learn_watermarks(batch)
-        pending = _concat([self.state.held, batch.filter(
+        pending = _concat([pending_held, batch.filter(
             pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))])
         bound = self._release_bound()
-        plan.watermark = self.state.global_watermark(self.partitions)
+        plan.watermark = self.state.global_watermark(self.state.partitions)
         ready_mask = pc.less_equal(pending["commit_ts"], bound)
         ready = pending.filter(ready_mask)
-        held = pending.filter(pc.invert(ready_mask))
+        held = self._hold(pending.filter(pc.invert(ready_mask)))
         self.state.held = held if held.num_rows else None
         plan.held = int(pc.sum(pc.equal(held["kind"], ROW)).as_py() or 0) if held.num_rows else 0
         unusable = self._segments(ready, plan)
@@ -168,6 +180,50 @@ class Planner:
             self.state.applied_ts = max(self.state.applied_ts, int(pc.max(ready["commit_ts"])
                                                                    .as_py() or 0))
         return plan
+
+    # -- schemas carried by rows ------------------------------------------------------------
+
+    def _number_schemas(self, rows: Any) -> Any:
+        """Give every row the number of the schema JSON in effect for its table.
+
+        Rows carry their table's schema JSON only when it first appears or changes; a row
+        without one has its table's previous one (from this batch or, before that, the last
+        one remembered in the state).  Numbers index ``self._schema_texts``.
+        """
+        import pyarrow as pa
+
+        texts: list[str] = []
+        index: dict[str, int] = {}
+        last: dict[TableKey, int] = {}
+        for key, text in self.state.carried.items():
+            index[text] = len(texts)
+            last[key] = len(texts)
+            texts.append(text)
+        ids = []
+        for database, table, text in zip(rows["database"].to_pylist(),
+                                         rows["table"].to_pylist(),
+                                         rows["schema"].to_pylist(), strict=True):
+            key = (database or "", table or "")
+            if text:
+                number = index.get(text)
+                if number is None:
+                    number = index[text] = len(texts)
+                    texts.append(text)
+                last[key] = number
+            ids.append(last.get(key, -1))
+        self._schema_texts = texts
+        self.state.carried = {key: texts[number] for key, number in last.items()}
+        return rows.append_column("_schema_id", pa.array(ids, pa.int32()))
+
+    def _hold(self, rows: Any) -> Any:
+        """Rows kept for a later batch keep their schema text (numbers are per batch)."""
+        import pyarrow as pa
+
+        texts = [self._schema_texts[i] if i >= 0 else None
+                 for i in rows["_schema_id"].to_pylist()]
+        rows = rows.set_column(rows.schema.get_field_index("schema"), "schema",
+                               pa.array(texts, pa.string()))
+        return rows.drop_columns(["_schema_id"])
 
     # -- watermarks -----------------------------------------------------------------------
 
@@ -205,12 +261,12 @@ class Planner:
                 self.state.watermarks[key] = ts
         for topic, partition in zip(batch["topic"].to_pylist(), batch["partition"].to_pylist(),
                                     strict=True):
-            self.partitions.add(f"{topic}/{partition}")
+            self.state.partitions.add(f"{topic}/{partition}")
 
     def _release_bound(self) -> int:
         if self.mode == "eventual":
             return 2**63 - 1
-        return self.state.global_watermark(self.partitions)
+        return self.state.global_watermark(self.state.partitions)
 
     # -- segments -------------------------------------------------------------------------
 
@@ -253,7 +309,7 @@ class Planner:
 
     def _prune_ddl_seen(self) -> None:
         """Replays below every watermark are dropped anyway; forget DDLs older than that."""
-        floor = self.state.global_watermark(self.partitions)
+        floor = self.state.global_watermark(self.state.partitions)
         if len(self.state.ddl_seen) > 256:
             self.state.ddl_seen = {k for k in self.state.ddl_seen if k[2] >= floor}
 
@@ -296,8 +352,12 @@ class Planner:
 
     def _table_schema(self, key: TableKey, rows: Any) -> TableSchema:
         """The catalog schema, extended by columns the rows carry that it lacks."""
-        texts = [t for t in rows["schema"].to_pylist() if t]
-        carried = schema_from_json(texts[-1], *key) if texts else None
+        import pyarrow.compute as pc
+
+        number = pc.max(rows["_schema_id"]).as_py()
+        carried = None
+        if number is not None and number >= 0:
+            carried = schema_from_json(self._schema_texts[number], *key)
         known = self.state.tables.get(key)
         if known is None:
             if carried is None:

@@ -221,6 +221,8 @@ class ColumnType:
 def _params_sql(ctype: ColumnType) -> str:
     family = ctype.family
     if family in (Family.ENUM, Family.SET):
+        if not ctype.elements:
+            return ""
         quoted = ",".join("'" + e.replace("'", "''") + "'" for e in ctype.elements)
         return f"({quoted})"
     if family in (Family.DECIMAL, Family.FLOAT, Family.DOUBLE):

@@ -111,7 +111,7 @@ class IcebergSink(TableSink):
         if not existing.num_rows:
             return rows
         joined = rows.join(existing, keys=keys, join_type="left outer", use_threads=False)
-        keep = pc.or_(pc.is_null(joined["_stored_ts"]),
+        keep = pc.or_kleene(pc.is_null(joined["_stored_ts"]),
                       pc.greater(joined[COMMIT_TS], joined["_stored_ts"]))
         return joined.filter(keep).drop_columns(["_stored_ts"]).select(rows.column_names)
 
