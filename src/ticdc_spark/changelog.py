@@ -154,8 +154,19 @@ class ChangelogBuilder:
             ROW, op, database, table, commit_ts, written, key_only, None, None, *position,
             None, None, None,
         ))
-        self.before.add(before)
-        self.after.add(after)
+        # _MapColumn.add, inlined: this runs once per row change
+        column = self.before
+        if before is not None:
+            column.keys.extend(before)
+            column.values.extend(before.values())
+        column.offsets.append(len(column.keys))
+        column.nulls.append(before is None)
+        column = self.after
+        if after is not None:
+            column.keys.extend(after)
+            column.values.extend(after.values())
+        column.offsets.append(len(column.keys))
+        column.nulls.append(after is None)
 
     def add_events(self, events: Iterable[Event], topic: str, partition: int,
                    offset: int) -> None:

@@ -640,16 +640,20 @@ class CanalJSONDecoder:
         position = (message.topic, message.partition or 0, message.offset or 0)
         kind = _ROW_KINDS.get(obj.get("type"))  # type: ignore[arg-type]
         tidb = obj.get("_tidb")
-        tidb = tidb if type(tidb) is dict else {}
-        if kind is None or obj.get("isDdl") is True or tidb.get("claimCheckLocation"):
+        if type(tidb) is not dict:
+            tidb = {}
+        if kind is None or obj.get("isDdl") is True or "claimCheckLocation" in tidb:
             builder.add_events(self.decode_object(obj), *position)
             return
-        commit_ts = self._commit_ts(obj, tidb)
+        commit_ts = tidb.get("commitTs")
+        if type(commit_ts) is not int or commit_ts < 0:
+            commit_ts = self._commit_ts(obj, tidb)
         key_only = tidb.get("onlyHandleKey") is True
+        op = kind.value
         for seq, (before, after, plan) in enumerate(self._text_rows(obj, kind)):
             schema = plan.schema
-            builder.add_row(kind.value, schema.database, schema.table, commit_ts, before,
-                            after, plan.schema_text, (*position, seq), key_only)
+            builder.add_row(op, schema.database, schema.table, commit_ts, before, after,
+                            plan.schema_text, (*position, seq), key_only)
 
     def _text_rows(
         self, obj: dict[str, Any], kind: RowKind
@@ -661,6 +665,9 @@ class CanalJSONDecoder:
         if old is not None and (not isinstance(old, list) or len(old) != len(data)):
             raise DecodeError("'old' must be an array as long as 'data'")
         plan = self._plan(obj, require_dict(data[0], "data row"))
+        if len(data) == 1 and kind is not RowKind.UPDATE:  # TiCDC: one row per message
+            image = _changelog_image(plan, data[0])
+            return [(image, None, plan) if kind is RowKind.DELETE else (None, image, plan)]
         out: list[tuple[dict[str, Any] | None, dict[str, Any] | None, _DecodePlan]] = []
         for i, raw in enumerate(data):
             image = _changelog_image(plan, require_dict(raw, "data row"))
