@@ -216,11 +216,15 @@ class Planner:
         return rows.append_column("_schema_id", pa.array(ids, pa.int32()))
 
     def _hold(self, rows: Any) -> Any:
-        """Rows kept for a later batch keep their schema text (numbers are per batch)."""
+        """Rows kept for a later batch keep their schema text (numbers are per batch); DDL
+        and bootstrap rows keep the schema they carried themselves."""
         import pyarrow as pa
 
-        texts = [self._schema_texts[i] if i >= 0 else None
-                 for i in rows["_schema_id"].to_pylist()]
+        texts = [
+            (self._schema_texts[i] if i >= 0 else None) if kind == ROW else own
+            for kind, i, own in zip(rows["kind"].to_pylist(), rows["_schema_id"].to_pylist(),
+                                    rows["schema"].to_pylist(), strict=True)
+        ]
         rows = rows.set_column(rows.schema.get_field_index("schema"), "schema",
                                pa.array(texts, pa.string()))
         return rows.drop_columns(["_schema_id"])
@@ -371,7 +375,7 @@ class Planner:
     # -- DDL --------------------------------------------------------------------------------
 
     def _ddl_step(self, row: dict[str, Any]) -> DDLStep | None:
-        from ticdc_spark import ddl as ddl_sql
+        from ticdc_spark import ddl_schema as ddl_sql
 
         database, table, ts = row["database"] or "", row["table"] or "", row["commit_ts"]
         sql = row["sql"] or ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "CaptureError",
     "ConfigError",
+    "DDLParseError",
     "DecodeError",
     "EncodeError",
     "TiCDCSparkError",
@@ -33,6 +34,16 @@ class UnknownProtocolError(ConfigError):
 
 class EncodeError(TiCDCSparkError):
     """An event cannot be written in the chosen protocol (e.g. a message over max-message-bytes)."""
+
+
+class DDLParseError(TiCDCSparkError):
+    """A DDL statement whose effect on a table schema cannot be worked out."""
+
+    def __init__(self, reason: str, sql: str = "") -> None:
+        self.reason = reason
+        self.sql = sql
+        excerpt = " ".join(sql.split())[:160]
+        super().__init__(f"cannot apply DDL ({reason}): {excerpt}")
 
 
 class CaptureError(TiCDCSparkError):

@@ -125,6 +125,9 @@ class Workload:
     ddl_every: int = 0  # 0: no DDL after the CREATE TABLEs
     _state: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict, init=False)
     _schemas: dict[str, TableSchema] = field(default_factory=dict, init=False)
+    _pools: dict[str, _KeyPool] = field(default_factory=dict, init=False)
+    _names: list[str] = field(default_factory=list, init=False)
+    _touched: set[Any] = field(default_factory=set, init=False)
 
     def table_schemas(self) -> list[TableSchema]:
         out = []
@@ -138,24 +141,20 @@ class Workload:
     def events(self) -> Iterator[Event]:
         rng = random.Random(self.seed)
         clock = _Clock(self.start_ms)
-        self._state = {}
-        self._schemas = {}
+        self._state, self._schemas, self._pools = {}, {}, {}
         for schema in self.table_schemas():
             self._schemas[schema.qualified_name] = schema
             self._state[schema.qualified_name] = {}
-            yield DDLEvent(
-                DDLType.CREATE_TABLE,
-                create_table_sql(schema),
-                clock.next(),
-                schema.database,
-                schema.table,
-                schema,
-            )
+            self._pools[schema.qualified_name] = _KeyPool()
+            yield DDLEvent(DDLType.CREATE_TABLE, create_table_sql(schema), clock.next(),
+                           schema.database, schema.table, schema)
+        self._names = sorted(self._schemas)
         yield Watermark(clock.next())
         produced, txns = 0, 0
         while produced < self.rows:
             commit_ts = clock.next()
             txns += 1
+            self._touched = set()
             for _ in range(min(self.txn_size, self.rows - produced)):
                 for event in self._change(rng, commit_ts):
                     produced += 1
@@ -176,33 +175,35 @@ class Workload:
     # ------------------------------------------------------------------------------------
 
     def _change(self, rng: random.Random, commit_ts: int) -> list[RowChange]:
-        name = rng.choice(sorted(self._schemas))
+        """One statement's changes.  A row changes at most once per transaction, as in
+        TiCDC's output (it merges a transaction's changes to one row into one event)."""
+        name = self._names[rng.randrange(len(self._names))]
         schema = self._schemas[name]
-        rows = self._state[name]
+        rows, pool = self._state[name], self._pools[name]
         roll = rng.random()
-        if not rows or roll < 0.55:
-            return [self._insert(rng, schema, rows, commit_ts)]
-        key = rng.choice(list(rows))
+        key = pool.pick(rng, self._touched) if rows and roll >= 0.55 else None
+        if key is None:
+            return [self._insert(rng, schema, name, commit_ts)]
+        self._touched.add(key)
         if roll < 0.80:
             return [self._update(rng, schema, rows, key, commit_ts)]
-        if roll < 0.88:  # a primary-key change: TiCDC sends DELETE + INSERT
-            before = rows.pop(key)
-            new_key = self._fresh_key(rng, rows)
-            after = {**self._random_row(rng, schema, new_key)}
-            rows[new_key] = after
-            return [
-                RowChange(RowKind.DELETE, schema, commit_ts, before=before),
-                RowChange(RowKind.INSERT, schema, commit_ts, after=after),
-            ]
         before = rows.pop(key)
+        pool.remove(key)
+        if roll < 0.88:  # a primary-key change: TiCDC sends DELETE + INSERT
+            return [RowChange(RowKind.DELETE, schema, commit_ts, before=before),
+                    self._insert(rng, schema, name, commit_ts)]
         return [RowChange(RowKind.DELETE, schema, commit_ts, before=before)]
 
-    def _insert(
-        self, rng: random.Random, schema: TableSchema, rows: dict[Any, Any], commit_ts: int
-    ) -> RowChange:
+    def _insert(self, rng: random.Random, schema: TableSchema, name: str,
+                commit_ts: int) -> RowChange:
+        rows = self._state[name]
         key = self._fresh_key(rng, rows)
+        while key in self._touched:
+            key = self._fresh_key(rng, rows)
+        self._touched.add(key)
         after = self._random_row(rng, schema, key)
         rows[key] = after
+        self._pools[name].add(key)
         return RowChange(RowKind.INSERT, schema, commit_ts, after=after)
 
     def _update(
@@ -261,6 +262,33 @@ class Workload:
             else:
                 row[column.name] = random_value(rng, column.type)
         return row
+
+
+class _KeyPool:
+    """The live keys of a table, with O(1) random pick and removal."""
+
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+        self.where: dict[Any, int] = {}
+
+    def add(self, key: Any) -> None:
+        self.where[key] = len(self.keys)
+        self.keys.append(key)
+
+    def remove(self, key: Any) -> None:
+        index = self.where.pop(key)
+        last = self.keys.pop()
+        if index < len(self.keys):
+            self.keys[index] = last
+            self.where[last] = index
+
+    def pick(self, rng: random.Random, avoid: set[Any]) -> Any:
+        """A random key not in ``avoid`` (None after a few unlucky tries)."""
+        for _ in range(4):
+            key = self.keys[rng.randrange(len(self.keys))]
+            if key not in avoid:
+                return key
+        return None
 
 
 class _Clock:
