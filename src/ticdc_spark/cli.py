@@ -271,8 +271,12 @@ def _workload_arguments(parser: argparse.ArgumentParser) -> None:
 def _workload(args: argparse.Namespace) -> Any:
     from ticdc_spark.workload import Workload
 
+    import time
+
+    # Commit timestamps start now (the data depends only on the seed), so watermark lag
+    # and commit-to-apply latency mean something.
     return Workload(seed=args.seed, rows=args.rows, tables=args.tables,
-                    ddl_every=args.ddl_every)
+                    ddl_every=args.ddl_every, start_ms=int(time.time() * 1000))
 
 
 def _run_produce(args: argparse.Namespace) -> int:

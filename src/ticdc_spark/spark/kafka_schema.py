@@ -1,0 +1,56 @@
+"""The columns of Spark's built-in Kafka source, shared by our sources.
+
+Keeping exactly these columns means everything downstream (``decode``) takes our sources and
+Spark's own ``kafka`` source alike.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["KAFKA_COLUMNS", "arrow_kafka_schema", "empty_batch", "spark_kafka_schema"]
+
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
+                 "headers")
+
+SPARK_KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>"
+)
+
+
+def spark_kafka_schema() -> str:
+    return SPARK_KAFKA_SCHEMA
+
+
+def arrow_kafka_schema() -> Any:
+    import pyarrow as pa
+
+    header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+    return pa.schema([
+        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+        ("partition", pa.int32()), ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+        ("headers", pa.list_(header)),
+    ])
+
+
+def empty_batch() -> Any:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_pylist([], schema=arrow_kafka_schema())
+
+
+def record_batch(columns: dict[str, list[Any]]) -> Any:
+    """An Arrow batch from column lists; timestamps are milliseconds since the epoch."""
+    import pyarrow as pa
+
+    schema = arrow_kafka_schema()
+    millis = pa.array(columns["timestamp"], pa.int64())
+    arrays = []
+    for field in schema:
+        if field.name == "timestamp":
+            arrays.append(pa.compute.multiply(millis, 1000).cast(field.type))
+        else:
+            arrays.append(pa.array(columns[field.name], field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
