@@ -38,3 +38,15 @@ def spark():  # type: ignore[no-untyped-def]
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker():  # type: ignore[no-untyped-def]
+    """A Tansu broker on a free loopback port: yields its bootstrap address."""
+    from kafka_broker import Broker
+
+    broker = Broker()
+    try:
+        yield broker.bootstrap
+    finally:
+        broker.stop()

@@ -215,6 +215,6 @@ def _kafka_output(uri: str, topics: list[str], partitions: int,
     from ticdc_spark.io.kafka import KafkaProducerSink, parse_kafka_uri
 
     servers, _topics, extra = parse_kafka_uri(uri)
-    sink = KafkaProducerSink(servers, {**extra, **(config or {})})
+    sink = KafkaProducerSink(servers, extra, config)
     sink.create_topics(topics, partitions)
     return sink  # type: ignore[no-any-return]
