@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from strategies import schemas
 from ticdc_spark.ddl_schema import (

@@ -23,7 +23,7 @@ def test_client_config_translates_java_settings() -> None:
     assert config == {"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL",
                       "sasl.mechanism": "PLAIN", "sasl.username": "alice",
                       "sasl.password": "s3cret"}
-    with pytest.raises(ConfigError, match="ssl.ca.location"):
+    with pytest.raises(ConfigError, match=r"ssl\.ca\.location"):
         client_config({"kafka.ssl.truststore.location": "/x.jks"})
 
 

@@ -269,9 +269,9 @@ def _workload_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _workload(args: argparse.Namespace) -> Any:
-    from ticdc_spark.workload import Workload
-
     import time
+
+    from ticdc_spark.workload import Workload
 
     # Commit timestamps start now (the data depends only on the seed), so watermark lag
     # and commit-to-apply latency mean something.
