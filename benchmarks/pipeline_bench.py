@@ -32,27 +32,37 @@ CANAL = {"enable-tidb-extension": "true"}
 def canal_messages(count: int) -> list[bytes]:
     encoder = make_encoder("canal-json", CANAL)
     workload = Workload(seed=3, rows=count, tables=1)  # the sysbench-like table
-    return [m.value for e in workload.events() if isinstance(e, RowChange)
-            for m in encoder.encode([e]) if m.value]
+    return [
+        m.value
+        for e in workload.events()
+        if isinstance(e, RowChange)
+        for m in encoder.encode([e])
+        if m.value
+    ]
 
 
 def kafka_frame(spark: Any, values: list[bytes]) -> Any:
     import pyarrow as pa
 
-    table = pa.table({
-        "key": pa.nulls(len(values), pa.binary()), "value": pa.array(values, pa.binary()),
-        "topic": pa.array(["bench"] * len(values)),
-        "partition": pa.array([i % 2 for i in range(len(values))], pa.int32()),
-        "offset": pa.array(range(len(values)), pa.int64()),
-    })
+    table = pa.table(
+        {
+            "key": pa.nulls(len(values), pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "topic": pa.array(["bench"] * len(values)),
+            "partition": pa.array([i % 2 for i in range(len(values))], pa.int32()),
+            "offset": pa.array(range(len(values)), pa.int64()),
+        }
+    )
     return spark.createDataFrame(table).repartition(2).cache()
 
 
 def naive(df: Any) -> Any:
     from pyspark.sql import functions as F
 
-    out = ("struct<op:string,database:string,table:string,commit_ts:bigint,"
-           "before:map<string,string>,after:map<string,string>>")
+    out = (
+        "struct<op:string,database:string,table:string,commit_ts:bigint,"
+        "before:map<string,string>,after:map<string,string>>"
+    )
 
     @F.udf(out)
     def parse(value: bytes) -> Any:
@@ -61,8 +71,7 @@ def naive(df: Any) -> Any:
         old = msg.get("old")
         before = {**data, **old[0]} if old else (data if msg["type"] == "DELETE" else None)
         after = None if msg["type"] == "DELETE" else data
-        return (msg["type"], msg["database"], msg["table"], msg["_tidb"]["commitTs"], before,
-                after)
+        return (msg["type"], msg["database"], msg["table"], msg["_tidb"]["commitTs"], before, after)
 
     return df.select(parse("value").alias("c")).select("c.*")
 
@@ -72,18 +81,25 @@ def native(df: Any) -> Any:
     from pyspark.sql import types as T
 
     images = T.ArrayType(T.MapType(T.StringType(), T.StringType()))
-    schema = T.StructType([
-        T.StructField("database", T.StringType()), T.StructField("table", T.StringType()),
-        T.StructField("type", T.StringType()), T.StructField("isDdl", T.BooleanType()),
-        T.StructField("data", images), T.StructField("old", images),
-        T.StructField("_tidb", T.StructType([T.StructField("commitTs", T.LongType())])),
-    ])
+    schema = T.StructType(
+        [
+            T.StructField("database", T.StringType()),
+            T.StructField("table", T.StringType()),
+            T.StructField("type", T.StringType()),
+            T.StructField("isDdl", T.BooleanType()),
+            T.StructField("data", images),
+            T.StructField("old", images),
+            T.StructField("_tidb", T.StructType([T.StructField("commitTs", T.LongType())])),
+        ]
+    )
     m = F.from_json(F.col("value").cast("string"), schema).alias("m")
     data, old = F.col("m.data")[0], F.col("m.old")[0]
     is_delete = F.col("m.type") == "DELETE"
     return df.select(m).select(
-        F.col("m.type").alias("op"), F.col("m.database").alias("database"),
-        F.col("m.table").alias("table"), F.col("m._tidb.commitTs").alias("commit_ts"),
+        F.col("m.type").alias("op"),
+        F.col("m.database").alias("database"),
+        F.col("m.table").alias("table"),
+        F.col("m._tidb.commitTs").alias("commit_ts"),
         F.when(is_delete, data).when(old.isNotNull(), F.map_concat(data, old)).alias("before"),
         F.when(~is_delete, data).alias("after"),
     )

@@ -39,9 +39,18 @@ class Broker:
         self.bootstrap = f"127.0.0.1:{self.port}"
         url = f"tcp://127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
-            [str(tansu_binary()), "broker", "--listener-url", url,
-             "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
         )
         self._wait_ready()
 

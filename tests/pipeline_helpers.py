@@ -28,11 +28,22 @@ class ListOutput:
         pass
 
 
-def produce(workload: Workload, protocol: str, options: dict[str, str], partitions: int = 3,
-            topic: str = "cdc_{schema}", dispatcher: str = "index-value") -> list[Message]:
+def produce(
+    workload: Workload,
+    protocol: str,
+    options: dict[str, str],
+    partitions: int = 3,
+    topic: str = "cdc_{schema}",
+    dispatcher: str = "index-value",
+) -> list[Message]:
     output = ListOutput()
-    producer = Producer(make_encoder(protocol, options), output, router=TopicRouter(topic),
-                        dispatcher=make_dispatcher(dispatcher), partitions=partitions)
+    producer = Producer(
+        make_encoder(protocol, options),
+        output,
+        router=TopicRouter(topic),
+        dispatcher=make_dispatcher(dispatcher),
+        partitions=partitions,
+    )
     producer.send_all(workload.events(), flush_every=64)
     producer.close()
     return output.messages
@@ -73,9 +84,15 @@ def changelog(messages: list[Message], protocol: str, options: dict[str, str]) -
     return pa.Table.from_batches([builder.to_batch()])
 
 
-def run_batches(batches: list[list[Message]], protocol: str, options: dict[str, str],
-                sink: TableSink, checkpoint: Path, mode: str = "consistent",
-                start: int = 0) -> Applier:
+def run_batches(
+    batches: list[list[Message]],
+    protocol: str,
+    options: dict[str, str],
+    sink: TableSink,
+    checkpoint: Path,
+    mode: str = "consistent",
+    start: int = 0,
+) -> Applier:
     applier = Applier(sink, StateStore(checkpoint), mode=mode)
     for number, batch in enumerate(batches, start):
         applier.apply(changelog(batch, protocol, options), number)

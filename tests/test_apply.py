@@ -20,8 +20,14 @@ def test_workload_lands_exactly(protocol: str, options: dict, mode: str, tmp_pat
     workload = Workload(seed=11, rows=400, tables=2, watermark_every=5)
     messages = produce(workload, protocol, options)
     sink = DeltaSink(tmp_path / "lake")
-    run_batches(list(interleave(messages, seed=1, chunk=40)), protocol, options, sink,
-                tmp_path / "ckpt", mode=mode)
+    run_batches(
+        list(interleave(messages, seed=1, chunk=40)),
+        protocol,
+        options,
+        sink,
+        tmp_path / "ckpt",
+        mode=mode,
+    )
     assert_matches(workload, sink)
 
 
@@ -44,12 +50,14 @@ def test_consistent_mode_holds_rows_above_the_watermark(tmp_path: Path) -> None:
     messages = produce(workload, protocol, options, partitions=2)
     last_watermark = max(i for i, m in enumerate(messages) if b"TIDB_WATERMARK" in (m.value or b""))
     sink = DeltaSink(tmp_path / "lake")
-    applier = run_batches([messages[:last_watermark - 4]], protocol, options, sink,
-                          tmp_path / "ckpt")
+    applier = run_batches(
+        [messages[: last_watermark - 4]], protocol, options, sink, tmp_path / "ckpt"
+    )
     report = applier.reports[-1]
     assert report.rows_applied == 0 and report.held > 0  # only the first watermark so far
-    run_batches([messages[last_watermark - 4:]], protocol, options, sink, tmp_path / "ckpt",
-                start=1)
+    run_batches(
+        [messages[last_watermark - 4 :]], protocol, options, sink, tmp_path / "ckpt", start=1
+    )
     assert_matches(workload, sink)
 
 

@@ -37,15 +37,20 @@ def test_tidb_show_create_table() -> None:
     assert schema is not None
     assert (schema.database, schema.table) == ("db", "t")
     assert [(c.name, c.type.sql(), c.nullable) for c in schema.columns] == [
-        ("id", "bigint(20)", False), ("key", "varchar(20)", True), ("ts", "timestamp(3)", True),
-        ("s", "int", True), ("e", "enum('x','y z')", True),
+        ("id", "bigint(20)", False),
+        ("key", "varchar(20)", True),
+        ("ts", "timestamp(3)", True),
+        ("s", "int", True),
+        ("e", "enum('x','y z')", True),
     ]  # the VIRTUAL generated column is not replicated by TiCDC, so not kept
     assert schema.column("key").type.collation == "utf8mb4_bin"
     assert schema.column("key").default == "a'b"
     assert schema.column("s").generated
     assert schema.primary_key == ("id",)
     assert [(i.name, i.columns, i.unique) for i in schema.indexes[1:]] == [
-        ("uk", ("key", "ts"), True), ("idx", ("e",), False)]
+        ("uk", ("key", "ts"), True),
+        ("idx", ("e",), False),
+    ]
 
 
 def test_golden_all_types_table(golden_dir: Path) -> None:
@@ -66,7 +71,8 @@ def test_workload_tables_round_trip_through_their_ddl() -> None:
         parsed = parse_create_table(create_table_sql(schema))
         assert parsed is not None
         assert [(c.name, c.type) for c in parsed.columns] == [
-            (c.name, c.type) for c in schema.columns]
+            (c.name, c.type) for c in schema.columns
+        ]
         assert parsed.primary_key == schema.primary_key
 
 
@@ -76,30 +82,45 @@ def test_random_schemas_round_trip(schema) -> None:  # type: ignore[no-untyped-d
     parsed = parse_create_table(create_table_sql(schema))
     assert parsed is not None
     assert [(c.name, c.type.sql()) for c in parsed.columns] == [
-        (c.name, c.type.sql()) for c in schema.columns]
+        (c.name, c.type.sql()) for c in schema.columns
+    ]
 
 
 def test_alter_clauses() -> None:
     schema = parse_create_table(TIDB_DDL, "db")
     assert schema is not None
-    altered = apply_alter_table(schema, (
-        "ALTER TABLE t ADD COLUMN n decimal(10,2) NOT NULL DEFAULT 0 AFTER id, DROP COLUMN s, "
-        "MODIFY e enum('x','y z','w'), CHANGE `key` k2 varchar(30), RENAME COLUMN ts TO ts2, "
-        "ADD INDEX i2 (n), ADD COLUMN (a int, b text), ALTER COLUMN a SET DEFAULT 5, "
-        "COMMENT = 'x', ENGINE = InnoDB, DROP INDEX idx"))
+    altered = apply_alter_table(
+        schema,
+        (
+            "ALTER TABLE t ADD COLUMN n decimal(10,2) NOT NULL DEFAULT 0 AFTER id, DROP COLUMN s, "
+            "MODIFY e enum('x','y z','w'), CHANGE `key` k2 varchar(30), RENAME COLUMN ts TO ts2, "
+            "ADD INDEX i2 (n), ADD COLUMN (a int, b text), ALTER COLUMN a SET DEFAULT 5, "
+            "COMMENT = 'x', ENGINE = InnoDB, DROP INDEX idx"
+        ),
+    )
     assert [(c.name, c.type.sql()) for c in altered.columns] == [
-        ("id", "bigint(20)"), ("n", "decimal(10,2)"), ("k2", "varchar(30)"),
-        ("ts2", "timestamp(3)"), ("e", "enum('x','y z','w')"), ("a", "int"), ("b", "text")]
+        ("id", "bigint(20)"),
+        ("n", "decimal(10,2)"),
+        ("k2", "varchar(30)"),
+        ("ts2", "timestamp(3)"),
+        ("e", "enum('x','y z','w')"),
+        ("a", "int"),
+        ("b", "text"),
+    ]
     assert altered.column("a").default == "5"
     assert [(i.name, i.columns) for i in altered.indexes] == [
-        ("PRIMARY", ("id",)), ("uk", ("k2", "ts2")), ("i2", ("n",))]
+        ("PRIMARY", ("id",)),
+        ("uk", ("k2", "ts2")),
+        ("i2", ("n",)),
+    ]
     moved = apply_alter_table(altered, "ALTER TABLE t ADD COLUMN z int FIRST, RENAME TO db2.t2")
     assert moved.column_names[0] == "z" and (moved.database, moved.table) == ("db2", "t2")
 
 
 def test_dropping_a_key_column_drops_it_from_the_index() -> None:
-    schema = parse_create_table("CREATE TABLE t (a int, b int, c int, UNIQUE KEY u (a, b), "
-                                "KEY k (b))")
+    schema = parse_create_table(
+        "CREATE TABLE t (a int, b int, c int, UNIQUE KEY u (a, b), KEY k (b))"
+    )
     assert schema is not None
     altered = apply_alter_table(schema, "ALTER TABLE t DROP COLUMN b")
     assert [(i.name, i.columns) for i in altered.indexes] == [("u", ("a",))]
@@ -123,7 +144,9 @@ def test_index_statements() -> None:
 
 def test_targets_and_renames() -> None:
     assert parse_rename_tables("RENAME TABLE a TO b, c.d TO e.f") == [
-        (("", "a"), ("", "b")), (("c", "d"), ("e", "f"))]
+        (("", "a"), ("", "b")),
+        (("c", "d"), ("e", "f")),
+    ]
     assert ddl_target("CREATE INDEX i ON d.t (a)") == ("d", "t")
     assert ddl_target("DROP DATABASE IF EXISTS x") == ("x", "")
     assert ddl_target("TRUNCATE TABLE t", "d") == ("d", "t")
@@ -136,8 +159,15 @@ def test_like_and_select_have_no_columns() -> None:
     assert parse_create_table("CREATE TABLE t AS SELECT 1") is None
 
 
-@pytest.mark.parametrize("sql", ["CREATE TABLE t (a int", "ALTER TABLE t MODIFY nope int",
-                                 "CREATE TABLE t (a ?)", "CREATE VIEW v AS SELECT 1"])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "CREATE TABLE t (a int",
+        "ALTER TABLE t MODIFY nope int",
+        "CREATE TABLE t (a ?)",
+        "CREATE VIEW v AS SELECT 1",
+    ],
+)
 def test_unreadable_statements_raise(sql: str) -> None:
     schema = parse_create_table("CREATE TABLE t (a int)")
     assert schema is not None

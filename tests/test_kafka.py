@@ -14,22 +14,34 @@ from ticdc_spark.io.kafka import KafkaProducerSink, client_config, parse_kafka_u
 
 
 def test_client_config_translates_java_settings() -> None:
-    config = client_config({
-        "kafka.bootstrap.servers": "b:9092", "kafka.security.protocol": "SASL_SSL",
-        "kafka.sasl.mechanism": "PLAIN", "subscribe": "t",
-        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
-                                  'required username="alice" password="s3cret";',
-    })
-    assert config == {"bootstrap.servers": "b:9092", "security.protocol": "SASL_SSL",
-                      "sasl.mechanism": "PLAIN", "sasl.username": "alice",
-                      "sasl.password": "s3cret"}
+    config = client_config(
+        {
+            "kafka.bootstrap.servers": "b:9092",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "PLAIN",
+            "subscribe": "t",
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+            'required username="alice" password="s3cret";',
+        }
+    )
+    assert config == {
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "s3cret",
+    }
     with pytest.raises(ConfigError, match=r"ssl\.ca\.location"):
         client_config({"kafka.ssl.truststore.location": "/x.jks"})
 
 
 def test_secrets_are_redacted() -> None:
-    config = {"sasl.password": "s3cret", "sasl.jaas.config": 'password="s3cret"',
-              "url": "https://bob:s3cret@registry:8081", "bootstrap.servers": "b:9092"}
+    config = {
+        "sasl.password": "s3cret",
+        "sasl.jaas.config": 'password="s3cret"',
+        "url": "https://bob:s3cret@registry:8081",
+        "bootstrap.servers": "b:9092",
+    }
     assert "s3cret" not in str(redact(config))
     assert redact(config)["bootstrap.servers"] == "b:9092"
 
@@ -47,16 +59,21 @@ def _topic(kafka_broker: str, partitions: int, records: int) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
     sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
     sink.create_topics([name], partitions)
-    sink.write([Message(b"k%d" % i, b"v%d" % i, topic=name, partition=i % partitions)
-                for i in range(records)])
+    sink.write(
+        [
+            Message(b"k%d" % i, b"v%d" % i, topic=name, partition=i % partitions)
+            for i in range(records)
+        ]
+    )
     sink.close()
     return name
 
 
 @pytest.mark.kafka
 def test_producer_delivery_errors_are_raised(kafka_broker: str) -> None:
-    sink = KafkaProducerSink(kafka_broker, config={**ONE_RECORD_PER_REQUEST,
-                                                    "message.max.bytes": 1000})
+    sink = KafkaProducerSink(
+        kafka_broker, config={**ONE_RECORD_PER_REQUEST, "message.max.bytes": 1000}
+    )
     with pytest.raises(TiCDCSparkError):
         sink.write([Message(None, b"x" * 5000, topic="nope", partition=0)])
         sink.close(10)
@@ -69,28 +86,50 @@ def test_batch_read(spark, kafka_broker: str) -> None:
 
     register(spark)
     topic = _topic(kafka_broker, 3, 30)
-    frame = (spark.read.format("ticdc-kafka").option("kafka.bootstrap.servers", kafka_broker)
-             .option("subscribe", topic).option("startingOffsets", "earliest").load())
-    assert [f.name for f in frame.schema] == ["key", "value", "topic", "partition", "offset",
-                                              "timestamp", "timestampType", "headers"]
+    frame = (
+        spark.read.format("ticdc-kafka")
+        .option("kafka.bootstrap.servers", kafka_broker)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    assert [f.name for f in frame.schema] == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
     rows = frame.collect()
     assert sorted(r.value for r in rows) == sorted(b"v%d" % i for i in range(30))
     assert {(r.partition, r.offset) for r in rows} == {(p, o) for p in range(3) for o in range(10)}
-    ranged = (spark.read.format("ticdc-kafka").option("kafka.bootstrap.servers", kafka_broker)
-              .option("assign", f'{{"{topic}": [1]}}')
-              .option("startingOffsets", f'{{"{topic}": {{"1": 3}}}}')
-              .option("endingOffsets", f'{{"{topic}": {{"1": 6}}}}').load())
+    ranged = (
+        spark.read.format("ticdc-kafka")
+        .option("kafka.bootstrap.servers", kafka_broker)
+        .option("assign", f'{{"{topic}": [1]}}')
+        .option("startingOffsets", f'{{"{topic}": {{"1": 3}}}}')
+        .option("endingOffsets", f'{{"{topic}": {{"1": 6}}}}')
+        .load()
+    )
     assert sorted(r.offset for r in ranged.collect()) == [3, 4, 5]
-    pattern = (spark.read.format("ticdc-kafka").option("kafka.bootstrap.servers", kafka_broker)
-               .option("subscribePattern", topic[:6] + ".*")
-               .option("startingOffsets", "earliest").load())
+    pattern = (
+        spark.read.format("ticdc-kafka")
+        .option("kafka.bootstrap.servers", kafka_broker)
+        .option("subscribePattern", topic[:6] + ".*")
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     assert pattern.where(f"topic = '{topic}'").count() == 30
 
 
 @pytest.mark.kafka
 @pytest.mark.spark
-def test_stream_reads_every_record_once_across_restarts(spark, kafka_broker: str,
-                                                        tmp_path: Path) -> None:
+def test_stream_reads_every_record_once_across_restarts(
+    spark, kafka_broker: str, tmp_path: Path
+) -> None:
     from ticdc_spark.spark.kafka_source import register
 
     register(spark)
@@ -99,19 +138,27 @@ def test_stream_reads_every_record_once_across_restarts(spark, kafka_broker: str
     batches: list[int] = []
 
     def run() -> None:
-        frame = (spark.readStream.format("ticdc-kafka")
-                 .option("kafka.bootstrap.servers", kafka_broker).option("subscribe", topic)
-                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 25)
-                 .load())
+        frame = (
+            spark.readStream.format("ticdc-kafka")
+            .option("kafka.bootstrap.servers", kafka_broker)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", 25)
+            .load()
+        )
 
         def collect(df, batch_id):  # type: ignore[no-untyped-def]
             rows = df.select("partition", "offset").collect()
             seen.extend((r.partition, r.offset) for r in rows)
             batches.append(len(rows))
 
-        (frame.writeStream.foreachBatch(collect)
-         .option("checkpointLocation", str(tmp_path / "ckpt"))
-         .trigger(availableNow=True).start().awaitTermination())
+        (
+            frame.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+            .awaitTermination()
+        )
 
     run()
     assert len(batches) >= 3 and max(batches) <= 25

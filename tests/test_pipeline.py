@@ -36,24 +36,44 @@ def _target(kind: str, root: Path) -> str:
     return f"iceberg:sqlite:///{root / 'catalog.db'}#file://{root / 'warehouse'}"
 
 
-def _produce(kafka_broker: str, protocol: str, root: Path, *, rows: int = 500,
-             seed: int = 21) -> tuple[Workload, str]:
+def _produce(
+    kafka_broker: str, protocol: str, root: Path, *, rows: int = 500, seed: int = 21
+) -> tuple[Workload, str]:
     """Produce a workload; returns it and the kafka:// source URI of its topics."""
-    workload = Workload(seed=seed, rows=rows, tables=2, ddl_every=12, watermark_every=6,
-                        start_ms=int(time.time() * 1000))
+    workload = Workload(
+        seed=seed,
+        rows=rows,
+        tables=2,
+        ddl_every=12,
+        watermark_every=6,
+        start_ms=int(time.time() * 1000),
+    )
     expression = f"t{uuid.uuid4().hex[:6]}_{{schema}}"
-    topics = sorted({TopicRouter(expression).topic(s.database, s.table)
-                     for s in workload.table_schemas()})
-    produce_workload(workload, protocol, PROTOCOLS[protocol], f"kafka://{kafka_broker}",
-                     expected=root / "expected", topic=expression, partitions=3,
-                     kafka_config=ONE_RECORD_PER_REQUEST)
+    topics = sorted(
+        {TopicRouter(expression).topic(s.database, s.table) for s in workload.table_schemas()}
+    )
+    produce_workload(
+        workload,
+        protocol,
+        PROTOCOLS[protocol],
+        f"kafka://{kafka_broker}",
+        expected=root / "expected",
+        topic=expression,
+        partitions=3,
+        kafka_config=ONE_RECORD_PER_REQUEST,
+    )
     return workload, f"kafka://{kafka_broker}/{','.join(topics)}"
 
 
 def _config(source: str, protocol: str, target: str, root: Path) -> PipelineConfig:
-    return PipelineConfig(source=source, protocol=protocol, target=target,
-                          checkpoint=str(root / "checkpoint"), options=PROTOCOLS[protocol],
-                          source_options={"maxOffsetsPerTrigger": "100"})
+    return PipelineConfig(
+        source=source,
+        protocol=protocol,
+        target=target,
+        checkpoint=str(root / "checkpoint"),
+        options=PROTOCOLS[protocol],
+        source_options={"maxOffsetsPerTrigger": "100"},
+    )
 
 
 def _assert_verified(target: str, root: Path) -> None:
@@ -63,8 +83,9 @@ def _assert_verified(target: str, root: Path) -> None:
 
 @pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
 @pytest.mark.parametrize("target_kind", ["delta", "iceberg"])
-def test_kafka_to_lakehouse(spark, kafka_broker: str, tmp_path: Path, protocol: str,
-                            target_kind: str) -> None:
+def test_kafka_to_lakehouse(
+    spark, kafka_broker: str, tmp_path: Path, protocol: str, target_kind: str
+) -> None:
     _workload, source = _produce(kafka_broker, protocol, tmp_path)
     target = _target(target_kind, tmp_path)
     reports = []
@@ -81,19 +102,24 @@ def test_duplicates_replays_and_dead_letters(spark, kafka_broker: str, tmp_path:
     # at-least-once delivery: resend the head of every partition, plus two malformed messages
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": kafka_broker, "group.id": "dup",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_broker, "group.id": "dup", "enable.auto.commit": False}
+    )
     replay = []
     for topic in topics:
         for partition in range(3):
             consumer.assign([TopicPartition(topic, partition, 0)])
-            for message in consumer.consume(40, timeout=5):
-                replay.append(Message(message.key(), message.value(), topic=topic,
-                                      partition=partition))
+            replay += [
+                Message(m.key(), m.value(), topic=topic, partition=partition)
+                for m in consumer.consume(40, timeout=5)
+            ]
     consumer.close()
-    bad = [Message(None, b"{broken", topic=topics[0], partition=1),
-           Message(None, b'{"type":"INSERT","isDdl":false,"data":[{"id":1}]}', topic=topics[0],
-                   partition=2)]
+    bad = [
+        Message(None, b"{broken", topic=topics[0], partition=1),
+        Message(
+            None, b'{"type":"INSERT","isDdl":false,"data":[{"id":1}]}', topic=topics[0], partition=2
+        ),
+    ]
     sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
     sink.write(replay + bad)
     sink.close()
@@ -102,11 +128,12 @@ def test_duplicates_replays_and_dead_letters(spark, kafka_broker: str, tmp_path:
     run(spark, _config(source, protocol, target, tmp_path), on_batch=reports.append)
     _assert_verified(target, tmp_path)
     assert sum(r.replays for r in reports) > 0
-    letters = [orjson.loads(line) for f in sorted((tmp_path / "checkpoint" / "dead-letters")
-                                                  .glob("*.jsonl"))
-               for line in f.read_bytes().splitlines()]
-    assert sorted((d["topic"], d["partition"]) for d in letters) == [(topics[0], 1),
-                                                                     (topics[0], 2)]
+    letters = [
+        orjson.loads(line)
+        for f in sorted((tmp_path / "checkpoint" / "dead-letters").glob("*.jsonl"))
+        for line in f.read_bytes().splitlines()
+    ]
+    assert sorted((d["topic"], d["partition"]) for d in letters) == [(topics[0], 1), (topics[0], 2)]
     assert all(d["offset"] is not None and d["error"] for d in letters)
 
 
@@ -118,24 +145,37 @@ def test_kill_and_restart_gives_the_tables_of_a_run_that_never_stopped(
     killed_root, calm_root = tmp_path / "killed", tmp_path / "calm"
     killed_target = _target("delta", killed_root)
     base = [
-        sys.executable, "-m", "ticdc_spark.cli", "replicate", "--source", source,
-        "--protocol", protocol, "--target", killed_target,
-        "--checkpoint", str(killed_root / "checkpoint"), "--quiet",
-        "--source-option", "maxOffsetsPerTrigger=150",
+        sys.executable,
+        "-m",
+        "ticdc_spark.cli",
+        "replicate",
+        "--source",
+        source,
+        "--protocol",
+        protocol,
+        "--target",
+        killed_target,
+        "--checkpoint",
+        str(killed_root / "checkpoint"),
+        "--quiet",
+        "--source-option",
+        "maxOffsetsPerTrigger=150",
     ]
     command = [*base, "--trigger", "0.2"]
     rng = random.Random(7)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     for _ in range(3):  # kill -9 at random points, mid-batch or between batches
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         time.sleep(rng.uniform(12, 20))
         process.send_signal(signal.SIGKILL)
         process.wait(30)
     progressed = list((killed_root / "checkpoint" / "ticdc").glob("state-*.json"))
     assert progressed, "the killed runs applied nothing: the test would prove nothing"
-    final = subprocess.run([*base, "--trigger", "once"], env=env, capture_output=True,
-                           timeout=600)
+    final = subprocess.run(
+        [*base, "--trigger", "once"], env=env, capture_output=True, timeout=600, check=False
+    )
     assert final.returncode == 0, final.stderr.decode()[-2000:]
     calm_target = _target("delta", calm_root)
     run(spark, _config(source, protocol, calm_target, calm_root))
@@ -143,7 +183,11 @@ def test_kill_and_restart_gives_the_tables_of_a_run_that_never_stopped(
     killed, calm = make_sink(killed_target), make_sink(calm_target)
     assert killed.tables() == calm.tables()
     for key in calm.tables():
-        names = [c for c in live(calm.read(key)).column_names]
+        names = list(live(calm.read(key)).column_names)
         ordered = [(n, "ascending") for n in names if n.startswith(("id", "c_int"))]
-        assert live(killed.read(key)).select(names).sort_by(ordered).equals(
-            live(calm.read(key)).select(names).sort_by(ordered)), key
+        assert (
+            live(killed.read(key))
+            .select(names)
+            .sort_by(ordered)
+            .equals(live(calm.read(key)).select(names).sort_by(ordered))
+        ), key

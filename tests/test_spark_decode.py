@@ -11,22 +11,38 @@ from ticdc_spark.workload import Workload
 
 pytestmark = pytest.mark.spark
 
-KAFKA_SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-                          ("partition", pa.int32()), ("offset", pa.int64())])
+KAFKA_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+    ]
+)
 
 
 def _kafka_frame(spark, messages) -> object:
-    table = pa.table({
-        "key": [m.key for m in messages], "value": [m.value for m in messages],
-        "topic": [m.topic for m in messages], "partition": [m.partition for m in messages],
-        "offset": [m.offset for m in messages],
-    }, schema=KAFKA_SCHEMA)
+    table = pa.table(
+        {
+            "key": [m.key for m in messages],
+            "value": [m.value for m in messages],
+            "topic": [m.topic for m in messages],
+            "partition": [m.partition for m in messages],
+            "offset": [m.offset for m in messages],
+        },
+        schema=KAFKA_SCHEMA,
+    )
     return spark.createDataFrame(table)
 
 
-@pytest.mark.parametrize(("protocol", "options"), [
-    ("canal-json", {"enable-tidb-extension": "true"}), ("open-protocol", {}),
-])
+@pytest.mark.parametrize(
+    ("protocol", "options"),
+    [
+        ("canal-json", {"enable-tidb-extension": "true"}),
+        ("open-protocol", {}),
+    ],
+)
 def test_decode_stage_matches_the_codec(spark, protocol: str, options: dict) -> None:
     messages = produce(Workload(seed=5, rows=200, tables=2), protocol, options, partitions=2)
     result = decode(_kafka_frame(spark, messages), protocol, options).toArrow()
@@ -39,22 +55,36 @@ def test_decode_stage_matches_the_codec(spark, protocol: str, options: dict) -> 
 
 
 def test_bad_messages_become_dead_letters(spark) -> None:
-    good = produce(Workload(seed=6, rows=20, tables=1), "canal-json",
-                   {"enable-tidb-extension": "true"}, partitions=1)
+    good = produce(
+        Workload(seed=6, rows=20, tables=1),
+        "canal-json",
+        {"enable-tidb-extension": "true"},
+        partitions=1,
+    )
     from ticdc_spark.codec import Message
 
-    bad = [Message(None, b"{not json", topic="cdc", partition=0, offset=1000),
-           Message(None, b'{"type":"INSERT","isDdl":false,"data":[{"a":1}],"mysqlType":{"a":'
-                         b'"int"}}', topic="cdc", partition=0, offset=1001)]
+    bad = [
+        Message(None, b"{not json", topic="cdc", partition=0, offset=1000),
+        Message(
+            None,
+            b'{"type":"INSERT","isDdl":false,"data":[{"a":1}],"mysqlType":{"a":"int"}}',
+            topic="cdc",
+            partition=0,
+            offset=1001,
+        ),
+    ]
     frame = _kafka_frame(spark, good + bad)
     out = decode(frame, "canal-json", {"enable-tidb-extension": "true"})
     letters = dead_letters(out).toArrow().sort_by("offset").to_pylist()
-    assert [(d["topic"], d["partition"], d["offset"]) for d in letters] == [("cdc", 0, 1000),
-                                                                             ("cdc", 0, 1001)]
+    assert [(d["topic"], d["partition"], d["offset"]) for d in letters] == [
+        ("cdc", 0, 1000),
+        ("cdc", 0, 1001),
+    ]
     assert "not valid JSON" in letters[0]["error"] and letters[0]["value"] == b"{not json"
     assert "strings or null" in letters[1]["error"]
-    assert changes(out).count() == len(changelog(good, "canal-json",
-                                                 {"enable-tidb-extension": "true"}))
+    assert changes(out).count() == len(
+        changelog(good, "canal-json", {"enable-tidb-extension": "true"})
+    )
 
 
 def test_fail_mode_stops_on_the_first_bad_message(spark) -> None:

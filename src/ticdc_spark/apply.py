@@ -62,8 +62,7 @@ class StateStore:
 
             with pa.memory_map(str(held_path)) as source:
                 held = pa.ipc.open_file(source).read_all()
-        return ConsumerState.from_json((self.root / f"state-{batch:012d}.json").read_bytes(),
-                                       held)
+        return ConsumerState.from_json((self.root / f"state-{batch:012d}.json").read_bytes(), held)
 
     def save(self, batch: int, state: ConsumerState) -> None:
         if state.held is not None and state.held.num_rows:
@@ -71,8 +70,7 @@ class StateStore:
 
             path = self.root / f"held-{batch:012d}.arrow"
             tmp = path.with_suffix(".tmp")
-            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink,
-                                                                   state.held.schema) as out:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, state.held.schema) as out:
                 out.write_table(state.held)
             os.replace(tmp, path)
         _atomic_write(self.root / f"state-{batch:012d}.json", state.to_json())
@@ -137,17 +135,26 @@ class BatchReport:
             behind = max(0.0, time.time() - physical_ms(self.watermark) / 1000)
             lag = f", watermark lag {behind:.1f}s"
         rate = self.rows_applied / self.seconds if self.seconds else 0.0
-        return (f"batch {self.batch}: {self.rows_in} rows in, {self.rows_applied} applied "
-                f"({rate:,.0f} rows/s), {self.held} held, {self.ddl} DDL, {self.replays} replays "
-                f"dropped, {self.dead_letters} dead letters{lag}")
+        return (
+            f"batch {self.batch}: {self.rows_in} rows in, {self.rows_applied} applied "
+            f"({rate:,.0f} rows/s), {self.held} held, {self.ddl} DDL, {self.replays} replays "
+            f"dropped, {self.dead_letters} dead letters{lag}"
+        )
 
 
 class Applier:
     """Plans and applies micro-batches (the body of ``foreachBatch``)."""
 
-    def __init__(self, sink: TableSink, store: StateStore, *, mode: str = "consistent",
-                 dead_letters: DeadLetterWriter | None = None, on_error: str = "dead-letter",
-                 partitions: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        sink: TableSink,
+        store: StateStore,
+        *,
+        mode: str = "consistent",
+        dead_letters: DeadLetterWriter | None = None,
+        on_error: str = "dead-letter",
+        partitions: tuple[str, ...] = (),
+    ) -> None:
         self.sink = sink
         self.store = store
         self.mode = mode
@@ -162,8 +169,13 @@ class Applier:
         state = self.store.load(batch)
         planner = Planner(self.mode, state, self.partitions)
         plan = planner.plan(changelog)
-        report = BatchReport(batch, rows_in=plan.rows_in, held=plan.held,
-                             replays=plan.replays, watermark=plan.watermark)
+        report = BatchReport(
+            batch,
+            rows_in=plan.rows_in,
+            held=plan.held,
+            replays=plan.replays,
+            watermark=plan.watermark,
+        )
         dead = [plan.dead_letters]
         for number, step in enumerate(plan.steps):
             dead.append(self._apply_step(step, batch * STEPS_PER_BATCH + number, report))
@@ -173,8 +185,7 @@ class Applier:
         self.reports.append(report)
         return report
 
-    def _apply_step(self, step: TableChanges | DDLStep, version: int,
-                    report: BatchReport) -> Any:
+    def _apply_step(self, step: TableChanges | DDLStep, version: int, report: BatchReport) -> Any:
         if isinstance(step, DDLStep):
             self.sink.apply_ddl(step, version)
             report.ddl += 1

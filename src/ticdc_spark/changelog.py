@@ -86,8 +86,12 @@ def arrow_schema() -> Any:
     import pyarrow as pa
 
     types = {
-        "string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_(),
-        "binary": pa.binary(), "map": pa.map_(pa.string(), pa.string()),
+        "string": pa.string(),
+        "int64": pa.int64(),
+        "int32": pa.int32(),
+        "bool": pa.bool_(),
+        "binary": pa.binary(),
+        "map": pa.map_(pa.string(), pa.string()),
     }
     return pa.schema([(name, types[kind]) for name, kind in CHANGELOG_FIELDS])
 
@@ -114,8 +118,14 @@ def schema_from_json(text: str, database: str, table: str) -> TableSchema:
         for name, sql in obj.get("columns") or ()
     )
     indexes = (Index("PRIMARY", pk, primary=True, unique=True),) if pk else ()
-    return TableSchema(database, table, columns, indexes, int(obj.get("tableId") or 0),
-                       int(obj.get("version") or 0)).with_derived_flags()
+    return TableSchema(
+        database,
+        table,
+        columns,
+        indexes,
+        int(obj.get("tableId") or 0),
+        int(obj.get("version") or 0),
+    ).with_derived_flags()
 
 
 class ChangelogBuilder:
@@ -140,9 +150,16 @@ class ChangelogBuilder:
     # -- appending --------------------------------------------------------------------------
 
     def add_row(
-        self, op: str, database: str, table: str, commit_ts: int,
-        before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-        schema: str, position: tuple[str, int, int, int], key_only: bool = False,
+        self,
+        op: str,
+        database: str,
+        table: str,
+        commit_ts: int,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+        schema: str,
+        position: tuple[str, int, int, int],
+        key_only: bool = False,
     ) -> None:
         """Append a row change; ``schema`` is the table's schema JSON (written if new)."""
         slot = (database, table)
@@ -150,10 +167,23 @@ class ChangelogBuilder:
             written = None
         else:
             written = self._last_schema[slot] = schema
-        self.rows.append((
-            ROW, op, database, table, commit_ts, written, key_only, None, None, *position,
-            None, None, None,
-        ))
+        self.rows.append(
+            (
+                ROW,
+                op,
+                database,
+                table,
+                commit_ts,
+                written,
+                key_only,
+                None,
+                None,
+                *position,
+                None,
+                None,
+                None,
+            )
+        )
         # _MapColumn.add, inlined: this runs once per row change
         column = self.before
         if before is not None:
@@ -168,33 +198,59 @@ class ChangelogBuilder:
         column.offsets.append(len(column.keys))
         column.nulls.append(after is None)
 
-    def add_events(self, events: Iterable[Event], topic: str, partition: int,
-                   offset: int) -> None:
+    def add_events(self, events: Iterable[Event], topic: str, partition: int, offset: int) -> None:
         """Append decoded events (the generic path: canonical values -> text)."""
         for seq, event in enumerate(events):
             position = (topic, partition, offset, seq)
             if isinstance(event, RowChange):
                 schema = event.schema
                 self.add_row(
-                    event.kind.value, schema.database, schema.table, event.commit_ts,
-                    image_to_text(schema, event.before), image_to_text(schema, event.after),
-                    self._schema_of(schema) or "", position, event.handle_key_only,
+                    event.kind.value,
+                    schema.database,
+                    schema.table,
+                    event.commit_ts,
+                    image_to_text(schema, event.before),
+                    image_to_text(schema, event.after),
+                    self._schema_of(schema) or "",
+                    position,
+                    event.handle_key_only,
                 )
             elif isinstance(event, DDLEvent):
-                self._add_other(DDL, event.database, event.table, event.commit_ts, position,
-                                sql=event.query, ddl_type=event.ddl_type.name,
-                                schema=self._schema_of(event.schema))
+                self._add_other(
+                    DDL,
+                    event.database,
+                    event.table,
+                    event.commit_ts,
+                    position,
+                    sql=event.query,
+                    ddl_type=event.ddl_type.name,
+                    schema=self._schema_of(event.schema),
+                )
             elif isinstance(event, Watermark):
                 self._add_other(WATERMARK, "", "", event.ts, position)
             elif isinstance(event, Bootstrap):
-                self._add_other(BOOTSTRAP, event.schema.database, event.schema.table, 0,
-                                position, schema=self._schema_of(event.schema))
+                self._add_other(
+                    BOOTSTRAP,
+                    event.schema.database,
+                    event.schema.table,
+                    0,
+                    position,
+                    schema=self._schema_of(event.schema),
+                )
 
-    def add_error(self, reason: str, topic: str, partition: int, offset: int,
-                  key: bytes | None, value: bytes | None) -> None:
+    def add_error(
+        self,
+        reason: str,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> None:
         """Append a message that failed to decode (a dead letter)."""
-        self._add_other(ERROR, "", "", 0, (topic, partition, offset, 0), error=reason,
-                        key=key, value=value)
+        self._add_other(
+            ERROR, "", "", 0, (topic, partition, offset, 0), error=reason, key=key, value=value
+        )
 
     def _schema_of(self, schema: TableSchema | None) -> str | None:
         if schema is None:
@@ -204,17 +260,40 @@ class ChangelogBuilder:
             hit = self._schema_text[id(schema)] = (schema, schema_json(schema))
         return hit[1]
 
-    def _add_other(self, kind: str, database: str, table: str, commit_ts: int,
-                   position: tuple[str, int, int, int], *, sql: str | None = None,
-                   ddl_type: str | None = None, schema: str | None = None,
-                   error: str | None = None, key: bytes | None = None,
-                   value: bytes | None = None) -> None:
+    def _add_other(
+        self,
+        kind: str,
+        database: str,
+        table: str,
+        commit_ts: int,
+        position: tuple[str, int, int, int],
+        *,
+        sql: str | None = None,
+        ddl_type: str | None = None,
+        schema: str | None = None,
+        error: str | None = None,
+        key: bytes | None = None,
+        value: bytes | None = None,
+    ) -> None:
         if schema is not None:
             self._last_schema[(database, table)] = schema
-        self.rows.append((
-            kind, None, database, table, commit_ts, schema, False, sql, ddl_type, *position,
-            error, key, value,
-        ))
+        self.rows.append(
+            (
+                kind,
+                None,
+                database,
+                table,
+                commit_ts,
+                schema,
+                False,
+                sql,
+                ddl_type,
+                *position,
+                error,
+                key,
+                value,
+            )
+        )
         self.before.add(None)
         self.after.add(None)
 
@@ -270,6 +349,9 @@ class _MapColumn:
         import pyarrow as pa
 
         return pa.MapArray.from_arrays(
-            pa.array(self.offsets, pa.int32()), pa.array(self.keys, pa.string()),
-            pa.array(self.values, pa.string()), type=map_type, mask=pa.array(self.nulls),
+            pa.array(self.offsets, pa.int32()),
+            pa.array(self.keys, pa.string()),
+            pa.array(self.values, pa.string()),
+            type=map_type,
+            mask=pa.array(self.nulls),
         )

@@ -192,8 +192,11 @@ def _run_encode(args: argparse.Namespace) -> int:
     encoder = make_encoder(args.protocol, parse_key_values(args.option))
     with _open_in(args.input) as source, _open_out(args.output) as out:
         producer = Producer(
-            encoder, CaptureStreamOutput(out), router=TopicRouter(args.topic),
-            dispatcher=make_dispatcher(args.dispatcher), partitions=args.partitions,
+            encoder,
+            CaptureStreamOutput(out),
+            router=TopicRouter(args.topic),
+            dispatcher=make_dispatcher(args.dispatcher),
+            partitions=args.partitions,
         )
         name = "stdin" if args.input == "-" else args.input
         for number, line in enumerate(source, 1):
@@ -241,22 +244,34 @@ def _run_sample(args: argparse.Namespace) -> int:
 
 def _add_produce(commands: Any) -> None:
     parser = commands.add_parser(
-        "produce", help="generate a workload and send it as TiCDC messages",
+        "produce",
+        help="generate a workload and send it as TiCDC messages",
         description="Generate a deterministic workload (sysbench-like and all-types tables: "
         "inserts, updates including key changes, deletes, DDL) and send it encoded with a "
         "protocol and TiCDC's dispatch rules to Kafka or a capture directory; write the "
         "expected final table states for `verify`.",
     )
     _codec_arguments(parser)
-    parser.add_argument("--to", required=True, metavar="kafka://HOST:PORT|DIR",
-                        help="a Kafka broker, or a directory for capture files")
-    parser.add_argument("--expected", required=True, metavar="DIR",
-                        help="where to write the expected final state of every table")
+    parser.add_argument(
+        "--to",
+        required=True,
+        metavar="kafka://HOST:PORT|DIR",
+        help="a Kafka broker, or a directory for capture files",
+    )
+    parser.add_argument(
+        "--expected",
+        required=True,
+        metavar="DIR",
+        help="where to write the expected final state of every table",
+    )
     _workload_arguments(parser)
     parser.add_argument("--topic", default="ticdc_{schema}", help="topic expression")
     parser.add_argument("--partitions", type=int, default=3, help="partitions per topic")
-    parser.add_argument("--dispatcher", default="index-value",
-                        help="default, table, index-value, ts, or columns:a,b")
+    parser.add_argument(
+        "--dispatcher",
+        default="index-value",
+        help="default, table, index-value, ts, or columns:a,b",
+    )
     parser.set_defaults(run=_run_produce)
 
 
@@ -264,8 +279,12 @@ def _workload_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=1, help="workload seed (same seed, same data)")
     parser.add_argument("--rows", type=int, default=10000, help="row changes to generate")
     parser.add_argument("--tables", type=int, default=2, help="tables (sbtest/alltypes alternate)")
-    parser.add_argument("--ddl-every", type=int, default=50,
-                        help="an ALTER TABLE ADD COLUMN every N transactions (0: none)")
+    parser.add_argument(
+        "--ddl-every",
+        type=int,
+        default=50,
+        help="an ALTER TABLE ADD COLUMN every N transactions (0: none)",
+    )
 
 
 def _workload(args: argparse.Namespace) -> Any:
@@ -275,20 +294,33 @@ def _workload(args: argparse.Namespace) -> Any:
 
     # Commit timestamps start now (the data depends only on the seed), so watermark lag
     # and commit-to-apply latency mean something.
-    return Workload(seed=args.seed, rows=args.rows, tables=args.tables,
-                    ddl_every=args.ddl_every, start_ms=int(time.time() * 1000))
+    return Workload(
+        seed=args.seed,
+        rows=args.rows,
+        tables=args.tables,
+        ddl_every=args.ddl_every,
+        start_ms=int(time.time() * 1000),
+    )
 
 
 def _run_produce(args: argparse.Namespace) -> int:
     from ticdc_spark.produce import produce_workload
 
     result = produce_workload(
-        _workload(args), args.protocol, parse_key_values(args.option), args.to,
-        expected=args.expected, topic=args.topic, partitions=args.partitions,
+        _workload(args),
+        args.protocol,
+        parse_key_values(args.option),
+        args.to,
+        expected=args.expected,
+        topic=args.topic,
+        partitions=args.partitions,
         dispatcher=args.dispatcher,
     )
-    print(f"produced {result.messages} messages ({result.rows} row changes, {result.ddl} DDL) "
-          f"to {result.destination}; expected state in {args.expected}", file=sys.stderr)
+    print(
+        f"produced {result.messages} messages ({result.rows} row changes, {result.ddl} DDL) "
+        f"to {result.destination}; expected state in {args.expected}",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -298,30 +330,58 @@ def _run_produce(args: argparse.Namespace) -> int:
 
 def _add_replicate(commands: Any) -> None:
     parser = commands.add_parser(
-        "replicate", help="apply TiCDC topics to Delta Lake or Iceberg tables, exactly once",
+        "replicate",
+        help="apply TiCDC topics to Delta Lake or Iceberg tables, exactly once",
         description="Read TiCDC messages from Kafka or a capture directory, decode them, and "
         "apply them to one lakehouse table per upstream table. Offsets and consumer state "
         "live in the checkpoint: stop it any time, run it again, it resumes exactly.",
     )
     parser.add_argument("--source", required=True, metavar="kafka://HOST:PORT/TOPIC[,TOPIC]|DIR")
     parser.add_argument("--protocol", "-p", required=True)
-    parser.add_argument("--target", required=True,
-                        metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE")
+    parser.add_argument(
+        "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
+    )
     parser.add_argument("--checkpoint", required=True, metavar="DIR")
-    parser.add_argument("--mode", choices=("consistent", "eventual"), default="consistent",
-                        help="consistent: apply only up to the global watermark (snapshots of "
-                        "upstream); eventual: apply at once (streams without watermarks)")
-    parser.add_argument("--trigger", default="once", metavar="SECONDS|once",
-                        help="micro-batch interval, or once: apply what is there and stop")
-    parser.add_argument("--option", "-o", action="append", default=[], metavar="KEY=VALUE",
-                        help="a codec option (TiCDC name), repeatable")
-    parser.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="a source option, e.g. maxOffsetsPerTrigger=10000 or "
-                        "kafka.security.protocol=SASL_SSL (repeatable)")
-    parser.add_argument("--on-error", choices=("dead-letter", "stop"), default="dead-letter",
-                        help="route bad messages to the dead-letter directory, or stop")
-    parser.add_argument("--dead-letters", metavar="DIR",
-                        help="dead-letter directory (default CHECKPOINT/dead-letters)")
+    parser.add_argument(
+        "--mode",
+        choices=("consistent", "eventual"),
+        default="consistent",
+        help="consistent: apply only up to the global watermark (snapshots of "
+        "upstream); eventual: apply at once (streams without watermarks)",
+    )
+    parser.add_argument(
+        "--trigger",
+        default="once",
+        metavar="SECONDS|once",
+        help="micro-batch interval, or once: apply what is there and stop",
+    )
+    parser.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a codec option (TiCDC name), repeatable",
+    )
+    parser.add_argument(
+        "--source-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a source option, e.g. maxOffsetsPerTrigger=10000 or "
+        "kafka.security.protocol=SASL_SSL (repeatable)",
+    )
+    parser.add_argument(
+        "--on-error",
+        choices=("dead-letter", "stop"),
+        default="dead-letter",
+        help="route bad messages to the dead-letter directory, or stop",
+    )
+    parser.add_argument(
+        "--dead-letters",
+        metavar="DIR",
+        help="dead-letter directory (default CHECKPOINT/dead-letters)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     parser.set_defaults(run=_run_replicate)
 
@@ -331,11 +391,16 @@ def _run_replicate(args: argparse.Namespace) -> int:
     from ticdc_spark.spark.session import local_session
 
     config = PipelineConfig(
-        source=args.source, protocol=args.protocol, target=args.target,
-        checkpoint=args.checkpoint, mode=args.mode, trigger=args.trigger,
+        source=args.source,
+        protocol=args.protocol,
+        target=args.target,
+        checkpoint=args.checkpoint,
+        mode=args.mode,
+        trigger=args.trigger,
         options=parse_key_values(args.option),
         source_options=parse_key_values(args.source_option),
-        on_error=args.on_error, dead_letters=args.dead_letters,
+        on_error=args.on_error,
+        dead_letters=args.dead_letters,
     )
     spark = local_session("ticdc-spark replicate")
     spark.sparkContext.setLogLevel("ERROR")
@@ -362,8 +427,10 @@ class _Totals:
             print(report.line(), file=sys.stderr, flush=True)
 
     def summary(self) -> str:
-        return (f"{self.batches} batches, {self.rows} rows applied, {self.ddl} DDL, "
-                f"{self.dead} dead letters")
+        return (
+            f"{self.batches} batches, {self.rows} rows applied, {self.ddl} DDL, "
+            f"{self.dead} dead letters"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -372,12 +439,14 @@ class _Totals:
 
 def _add_verify(commands: Any) -> None:
     parser = commands.add_parser(
-        "verify", help="compare target tables with an expected state",
+        "verify",
+        help="compare target tables with an expected state",
         description="Compare every table of an expected state (written by produce) with the "
         "live rows of the target tables; exit 1 if any differs.",
     )
-    parser.add_argument("--target", required=True,
-                        metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE")
+    parser.add_argument(
+        "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
+    )
     parser.add_argument("--expected", required=True, metavar="DIR")
     parser.set_defaults(run=_run_verify)
 
@@ -398,14 +467,17 @@ def _run_verify(args: argparse.Namespace) -> int:
 
 def _add_demo(commands: Any) -> None:
     parser = commands.add_parser(
-        "demo", help="run the whole pipeline on a laptop and check the result",
+        "demo",
+        help="run the whole pipeline on a laptop and check the result",
         description="Generate a workload, encode it as TiCDC would (capture files, no broker "
         "needed), replicate it with Spark into Delta tables, and verify the tables equal the "
         "generated state.",
     )
     parser.add_argument("--protocol", "-p", default="canal-json")
-    parser.add_argument("--workdir", help="where to put captures, tables and checkpoints "
-                        "(default: a new temporary directory)")
+    parser.add_argument(
+        "--workdir",
+        help="where to put captures, tables and checkpoints (default: a new temporary directory)",
+    )
     _workload_arguments(parser)
     parser.set_defaults(run=_run_demo, rows=20000, tables=4, ddl_every=40)
 

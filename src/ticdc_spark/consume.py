@@ -69,15 +69,17 @@ class ConsumerState:
     def to_json(self) -> bytes:
         from ticdc_spark.changelog import schema_json
 
-        return orjson.dumps({
-            "watermarks": self.watermarks,
-            "tables": [[db, t, schema_json(s)] for (db, t), s in self.tables.items()],
-            "floors": [[db, t, ts] for (db, t), ts in self.floors.items()],
-            "applied_ts": self.applied_ts,
-            "ddl_seen": sorted(self.ddl_seen),
-            "carried": [[db, t, text] for (db, t), text in self.carried.items()],
-            "partitions": sorted(self.partitions),
-        })
+        return orjson.dumps(
+            {
+                "watermarks": self.watermarks,
+                "tables": [[db, t, schema_json(s)] for (db, t), s in self.tables.items()],
+                "floors": [[db, t, ts] for (db, t), ts in self.floors.items()],
+                "applied_ts": self.applied_ts,
+                "ddl_seen": sorted(self.ddl_seen),
+                "carried": [[db, t, text] for (db, t), text in self.carried.items()],
+                "partitions": sorted(self.partitions),
+            }
+        )
 
     @classmethod
     def from_json(cls, data: bytes, held: Any = None) -> ConsumerState:
@@ -139,8 +141,12 @@ class Plan:
 class Planner:
     """Plans micro-batches over a :class:`ConsumerState` (which it updates in place)."""
 
-    def __init__(self, mode: str = "consistent", state: ConsumerState | None = None,
-                 partitions: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        mode: str = "consistent",
+        state: ConsumerState | None = None,
+        partitions: Iterable[str] = (),
+    ) -> None:
         if mode not in ("consistent", "eventual"):
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
         self.mode = mode
@@ -165,8 +171,9 @@ class Planner:
         batch = _sorted(batch, ["topic", "partition", "offset", "seq"])
         batch, plan.replays = self._drop_replays(batch)
         self._learn_watermarks(batch)
-        pending = _concat([pending_held, batch.filter(
-            pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))])
+        pending = _concat(
+            [pending_held, batch.filter(pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))]
+        )
         bound = self._release_bound()
         plan.watermark = self.state.global_watermark(self.state.partitions)
         ready_mask = pc.less_equal(pending["commit_ts"], bound)
@@ -177,8 +184,9 @@ class Planner:
         unusable = self._segments(ready, plan)
         plan.dead_letters = _concat([dead_letters(errors), unusable])
         if ready.num_rows:
-            self.state.applied_ts = max(self.state.applied_ts, int(pc.max(ready["commit_ts"])
-                                                                   .as_py() or 0))
+            self.state.applied_ts = max(
+                self.state.applied_ts, int(pc.max(ready["commit_ts"]).as_py() or 0)
+            )
         return plan
 
     # -- schemas carried by rows ------------------------------------------------------------
@@ -200,9 +208,12 @@ class Planner:
             last[key] = len(texts)
             texts.append(text)
         ids = []
-        for database, table, text in zip(rows["database"].to_pylist(),
-                                         rows["table"].to_pylist(),
-                                         rows["schema"].to_pylist(), strict=True):
+        for database, table, text in zip(
+            rows["database"].to_pylist(),
+            rows["table"].to_pylist(),
+            rows["schema"].to_pylist(),
+            strict=True,
+        ):
             key = (database or "", table or "")
             if text:
                 number = index.get(text)
@@ -222,11 +233,16 @@ class Planner:
 
         texts = [
             (self._schema_texts[i] if i >= 0 else None) if kind == ROW else own
-            for kind, i, own in zip(rows["kind"].to_pylist(), rows["_schema_id"].to_pylist(),
-                                    rows["schema"].to_pylist(), strict=True)
+            for kind, i, own in zip(
+                rows["kind"].to_pylist(),
+                rows["_schema_id"].to_pylist(),
+                rows["schema"].to_pylist(),
+                strict=True,
+            )
         ]
-        rows = rows.set_column(rows.schema.get_field_index("schema"), "schema",
-                               pa.array(texts, pa.string()))
+        rows = rows.set_column(
+            rows.schema.get_field_index("schema"), "schema", pa.array(texts, pa.string())
+        )
         return rows.drop_columns(["_schema_id"])
 
     # -- watermarks -----------------------------------------------------------------------
@@ -239,8 +255,10 @@ class Planner:
         if not batch.num_rows:
             return batch, 0
         kinds = batch["kind"].to_pylist()
-        parts = [f"{t}/{p}" for t, p in zip(batch["topic"].to_pylist(),
-                                            batch["partition"].to_pylist(), strict=True)]
+        parts = [
+            f"{t}/{p}"
+            for t, p in zip(batch["topic"].to_pylist(), batch["partition"].to_pylist(), strict=True)
+        ]
         ts = batch["commit_ts"].to_numpy(zero_copy_only=False)
         keep = np.ones(len(kinds), dtype=bool)
         current = dict(self.state.watermarks)
@@ -257,14 +275,18 @@ class Planner:
         import pyarrow.compute as pc
 
         marks = batch.filter(pc.equal(batch["kind"], WATERMARK))
-        for topic, partition, ts in zip(marks["topic"].to_pylist(),
-                                        marks["partition"].to_pylist(),
-                                        marks["commit_ts"].to_pylist(), strict=True):
+        for topic, partition, ts in zip(
+            marks["topic"].to_pylist(),
+            marks["partition"].to_pylist(),
+            marks["commit_ts"].to_pylist(),
+            strict=True,
+        ):
             key = f"{topic}/{partition}"
             if ts >= self.state.watermarks.get(key, 0):
                 self.state.watermarks[key] = ts
-        for topic, partition in zip(batch["topic"].to_pylist(), batch["partition"].to_pylist(),
-                                    strict=True):
+        for topic, partition in zip(
+            batch["topic"].to_pylist(), batch["partition"].to_pylist(), strict=True
+        ):
             self.state.partitions.add(f"{topic}/{partition}")
 
     def _release_bound(self) -> int:
@@ -301,8 +323,9 @@ class Planner:
 
     def _unique_ddls(self, ddls: Any) -> list[dict[str, Any]]:
         out = []
-        for row in ddls.select(["database", "table", "commit_ts", "sql", "ddl_type",
-                                "schema"]).to_pylist():
+        for row in ddls.select(
+            ["database", "table", "commit_ts", "sql", "ddl_type", "schema"]
+        ).to_pylist():
             key = (row["database"] or "", row["table"] or "", row["commit_ts"], row["sql"] or "")
             if key in self.state.ddl_seen:
                 continue
@@ -331,8 +354,9 @@ class Planner:
 
         unusable = []
         tables = rows.select(["database", "table"]).group_by(["database", "table"]).aggregate([])
-        for database, table in zip(tables["database"].to_pylist(), tables["table"].to_pylist(),
-                                   strict=True):
+        for database, table in zip(
+            tables["database"].to_pylist(), tables["table"].to_pylist(), strict=True
+        ):
             mask = pc.and_(pc.equal(rows["database"], database), pc.equal(rows["table"], table))
             part = rows.filter(mask)
             key = (database, table)
@@ -411,17 +435,24 @@ def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
     bad = rows.filter(bad_mask)
     rows = rows.filter(pc.invert(bad_mask))
     changes = _concat([_effective(rows), _moved_key_deletes(rows, key_columns)])
-    groups = pa.table({
-        **{f"k{i}": pc.map_lookup(changes["image"], name, "first")
-           for i, name in enumerate(key_columns)},
-        "_order": changes["_order"],
-    })
-    last = groups.group_by([f"k{i}" for i in range(len(key_columns))],
-                           use_threads=False).aggregate([("_order", "max")])
+    groups = pa.table(
+        {
+            **{
+                f"k{i}": pc.map_lookup(changes["image"], name, "first")
+                for i, name in enumerate(key_columns)
+            },
+            "_order": changes["_order"],
+        }
+    )
+    last = groups.group_by([f"k{i}" for i in range(len(key_columns))], use_threads=False).aggregate(
+        [("_order", "max")]
+    )
     final = changes.filter(pc.is_in(changes["_order"], last["_order_max"]))
     final = final.sort_by([("_order", "ascending")]).drop_columns(["_order"])
-    reason = ("only the handle-key columns were sent (a large message); the full row must be "
-              "read from upstream TiDB")
+    reason = (
+        "only the handle-key columns were sent (a large message); the full row must be "
+        "read from upstream TiDB"
+    )
     return final, dead_letters(bad, reason)
 
 
@@ -438,10 +469,16 @@ def dead_letters(rows: Any, reason: str | None = None) -> Any:
         return rows[name] if name in names else pa.nulls(n, arrow_type)
 
     error = pa.array([reason] * n, pa.string()) if reason else column("error", pa.string())
-    return pa.table({
-        "topic": rows["topic"], "partition": rows["partition"], "offset": rows["offset"],
-        "error": error, "key": column("key", pa.binary()), "value": column("value", pa.binary()),
-    })
+    return pa.table(
+        {
+            "topic": rows["topic"],
+            "partition": rows["partition"],
+            "offset": rows["offset"],
+            "error": error,
+            "key": column("key", pa.binary()),
+            "value": column("value", pa.binary()),
+        }
+    )
 
 
 def _effective(rows: Any) -> Any:
@@ -450,8 +487,9 @@ def _effective(rows: Any) -> Any:
 
     is_delete = pc.equal(rows["op"], "DELETE")
     image = pc.if_else(is_delete, rows["before"], rows["after"])
-    ops = pc.if_else(is_delete, "delete",
-                     pc.if_else(pc.equal(rows["op"], "INSERT"), "insert", "update"))
+    ops = pc.if_else(
+        is_delete, "delete", pc.if_else(pc.equal(rows["op"], "INSERT"), "insert", "update")
+    )
     return _project(rows, ops, image, rows["_order"])
 
 
@@ -467,8 +505,9 @@ def _moved_key_deletes(rows: Any, key_columns: list[str]) -> Any:
     for name in key_columns:
         before = pc.map_lookup(updates["before"], name, "first")
         after = pc.map_lookup(updates["after"], name, "first")
-        differs = pc.fill_null(pc.not_equal(before, after),
-                               pc.xor(pc.is_null(before), pc.is_null(after)))
+        differs = pc.fill_null(
+            pc.not_equal(before, after), pc.xor(pc.is_null(before), pc.is_null(after))
+        )
         changed = pc.or_(changed, differs)
     moved = updates.filter(changed)
     if not moved.num_rows:
@@ -480,19 +519,33 @@ def _moved_key_deletes(rows: Any, key_columns: list[str]) -> Any:
 def _project(rows: Any, ops: Any, image: Any, order: Any) -> Any:
     import pyarrow as pa
 
-    return pa.table({
-        "op": ops, "commit_ts": rows["commit_ts"], "image": image,
-        "key_only": rows["key_only"], "topic": rows["topic"], "partition": rows["partition"],
-        "offset": rows["offset"], "seq": rows["seq"], "_order": order,
-    })
+    return pa.table(
+        {
+            "op": ops,
+            "commit_ts": rows["commit_ts"],
+            "image": image,
+            "key_only": rows["key_only"],
+            "topic": rows["topic"],
+            "partition": rows["partition"],
+            "offset": rows["offset"],
+            "seq": rows["seq"],
+            "_order": order,
+        }
+    )
 
 
 def _with_new_columns(known: TableSchema, carried: TableSchema) -> TableSchema:
     extra = tuple(c for c in carried.columns if known.get(c.name) is None)
     if not extra:
         return known
-    return TableSchema(known.database, known.table, known.columns + extra, known.indexes,
-                       known.table_id or carried.table_id, known.version).with_derived_flags()
+    return TableSchema(
+        known.database,
+        known.table,
+        known.columns + extra,
+        known.indexes,
+        known.table_id or carried.table_id,
+        known.version,
+    ).with_derived_flags()
 
 
 def _action(name: str | None, sql: str) -> DDLType:
@@ -505,8 +558,9 @@ def _action(name: str | None, sql: str) -> DDLType:
     return classify(sql)
 
 
-def _apply_to_catalog(state: ConsumerState, step: DDLStep, schema_text: str | None,
-                      ddl_sql: Any) -> None:
+def _apply_to_catalog(
+    state: ConsumerState, step: DDLStep, schema_text: str | None, ddl_sql: Any
+) -> None:
     """Update the catalog and floors for a DDL, and fill in the step's schemas."""
     key = (step.database, step.table)
     action = step.ddl_type
@@ -537,18 +591,31 @@ def _apply_to_catalog(state: ConsumerState, step: DDLStep, schema_text: str | No
     step.after = state.tables.get(key)
 
 
-_ALTERS = frozenset((
-    DDLType.ADD_COLUMN, DDLType.DROP_COLUMN, DDLType.MODIFY_COLUMN, DDLType.SET_DEFAULT_VALUE,
-    DDLType.ADD_INDEX, DDLType.DROP_INDEX, DDLType.ADD_PRIMARY_KEY, DDLType.DROP_PRIMARY_KEY,
-    DDLType.ACTION_MULTI_SCHEMA_CHANGE, DDLType.ADD_COLUMNS, DDLType.DROP_COLUMNS,
-    DDLType.RENAME_INDEX,
-))
+_ALTERS = frozenset(
+    (
+        DDLType.ADD_COLUMN,
+        DDLType.DROP_COLUMN,
+        DDLType.MODIFY_COLUMN,
+        DDLType.SET_DEFAULT_VALUE,
+        DDLType.ADD_INDEX,
+        DDLType.DROP_INDEX,
+        DDLType.ADD_PRIMARY_KEY,
+        DDLType.DROP_PRIMARY_KEY,
+        DDLType.ACTION_MULTI_SCHEMA_CHANGE,
+        DDLType.ADD_COLUMNS,
+        DDLType.DROP_COLUMNS,
+        DDLType.RENAME_INDEX,
+    )
+)
 
 
 def _rename(state: ConsumerState, step: DDLStep, ddl_sql: Any) -> None:
     """RENAME TABLE: TiCDC sends one DDL per renamed table, named after the new table."""
-    pairs = ddl_sql.parse_rename_tables(step.sql) if step.sql.lstrip().upper().startswith(
-        "RENAME") else []
+    pairs = (
+        ddl_sql.parse_rename_tables(step.sql)
+        if step.sql.lstrip().upper().startswith("RENAME")
+        else []
+    )
     if not pairs:  # ALTER TABLE t RENAME TO u
         target = ddl_sql.ddl_target(step.sql, step.database)
         altered = state.tables.get(target)
@@ -567,8 +634,9 @@ def _rename(state: ConsumerState, step: DDLStep, ddl_sql: Any) -> None:
 
 
 def _renamed(schema: TableSchema, key: TableKey) -> TableSchema:
-    return TableSchema(key[0], key[1], schema.columns, schema.indexes, schema.table_id,
-                       schema.version)
+    return TableSchema(
+        key[0], key[1], schema.columns, schema.indexes, schema.table_id, schema.version
+    )
 
 
 def _sorted(table: Any, columns: list[str]) -> Any:

@@ -72,8 +72,9 @@ def _tokens(sql: str) -> list[Token]:
 def _unquote(text: str) -> str:
     quote, body = text[0], text[1:-1]
     body = body.replace(quote * 2, quote)
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(
-        m[1], m[1]), body)
+    return re.sub(
+        r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r", "0": "\0"}.get(m[1], m[1]), body
+    )
 
 
 class _Stream:
@@ -184,12 +185,27 @@ def _text(tokens: list[Token]) -> str:
 # --------------------------------------------------------------------------------------------
 # Column definitions.
 
-_CONSTRAINT_WORDS = ("PRIMARY", "UNIQUE", "KEY", "INDEX", "FULLTEXT", "SPATIAL", "CONSTRAINT",
-                     "FOREIGN", "CHECK")
+_CONSTRAINT_WORDS = (
+    "PRIMARY",
+    "UNIQUE",
+    "KEY",
+    "INDEX",
+    "FULLTEXT",
+    "SPATIAL",
+    "CONSTRAINT",
+    "FOREIGN",
+    "CHECK",
+)
 _TYPE_SUFFIXES = ("UNSIGNED", "SIGNED", "ZEROFILL")
-_MULTIWORD_TYPES = {("DOUBLE", "PRECISION"), ("CHARACTER", "VARYING"), ("LONG", "VARCHAR"),
-                    ("LONG", "VARBINARY"), ("NATIONAL", "CHAR"), ("NATIONAL", "VARCHAR"),
-                    ("NCHAR", "VARCHAR")}
+_MULTIWORD_TYPES = {
+    ("DOUBLE", "PRECISION"),
+    ("CHARACTER", "VARYING"),
+    ("LONG", "VARCHAR"),
+    ("LONG", "VARBINARY"),
+    ("NATIONAL", "CHAR"),
+    ("NATIONAL", "VARCHAR"),
+    ("NCHAR", "VARCHAR"),
+}
 
 
 class _ColumnDef:
@@ -301,16 +317,18 @@ def _constraint(stream: _Stream) -> Index | None:
     return None
 
 
-def _index_rest(stream: _Stream, name: str | None, *, primary: bool = False,
-                unique: bool = False) -> Index:
+def _index_rest(
+    stream: _Stream, name: str | None, *, primary: bool = False, unique: bool = False
+) -> Index:
     if name is None and not stream.is_op("("):
         name = stream.name()
     if stream.accept("USING"):
         stream.next()
     columns = _index_columns(stream.group(), stream.sql)
     stream.skip_to_comma()
-    return Index(name or (columns[0] if columns else ""), columns, primary=primary,
-                 unique=unique or primary)
+    return Index(
+        name or (columns[0] if columns else ""), columns, primary=primary, unique=unique or primary
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -359,14 +377,20 @@ def _add_element(stream: _Stream, columns: list[Column], indexes: list[Index]) -
         indexes.append(Index(definition.column.name, (definition.column.name,), unique=True))
 
 
-def _schema(database: str, table: str, columns: list[Column], indexes: list[Index],
-            template: TableSchema | None = None) -> TableSchema:
+def _schema(
+    database: str,
+    table: str,
+    columns: list[Column],
+    indexes: list[Index],
+    template: TableSchema | None = None,
+) -> TableSchema:
     primary = {n for i in indexes if i.primary for n in i.columns}
     columns = [replace(c, nullable=False) if c.name in primary else c for c in columns]
     table_id = template.table_id if template else 0
     version = template.version if template else 0
-    return TableSchema(database, table, tuple(columns), tuple(indexes), table_id,
-                       version).with_derived_flags()
+    return TableSchema(
+        database, table, tuple(columns), tuple(indexes), table_id, version
+    ).with_derived_flags()
 
 
 def apply_alter_table(schema: TableSchema, sql: str) -> TableSchema:
@@ -485,8 +509,7 @@ class _Alter:
         definition = _column_def(clause)
         old = old or definition.column.name
         position = _position(clause)
-        index = next((i for i, c in enumerate(self.columns)
-                      if c.name.lower() == old.lower()), None)
+        index = next((i for i, c in enumerate(self.columns) if c.name.lower() == old.lower()), None)
         if index is None:
             raise DDLParseError(f"column {old!r} does not exist", clause.sql)
         new = definition.column
@@ -503,8 +526,9 @@ class _Alter:
         old = clause.name()
         clause.expect("TO")
         new = clause.name()
-        self.columns = [replace(c, name=new) if c.name.lower() == old.lower() else c
-                        for c in self.columns]
+        self.columns = [
+            replace(c, name=new) if c.name.lower() == old.lower() else c for c in self.columns
+        ]
         self._rename_in_indexes(old, new)
 
     def _rename_in_indexes(self, old: str, new: str) -> None:
@@ -523,8 +547,9 @@ class _Alter:
             default = _default(clause)
         elif not clause.accept("DROP", "DEFAULT"):
             return  # SET VISIBLE / INVISIBLE
-        self.columns = [replace(c, default=default) if c.name.lower() == name else c
-                        for c in self.columns]
+        self.columns = [
+            replace(c, default=default) if c.name.lower() == name else c for c in self.columns
+        ]
 
 
 def _position(clause: _Stream) -> tuple[str, str] | None:
@@ -560,7 +585,8 @@ def parse_rename_tables(sql: str) -> list[tuple[tuple[str, str], tuple[str, str]
     """``RENAME TABLE a TO b, c.d TO e.f`` -> [((db, a), (db, b)), ...]; db "" if not given."""
     stream = _Stream(_tokens(sql), sql)
     stream.expect("RENAME")
-    stream.accept("TABLES") or stream.expect("TABLE")
+    if not stream.accept("TABLES"):
+        stream.expect("TABLE")
     pairs = []
     for part in _split_commas(stream.tokens[stream.pos :]):
         item = _Stream(part, sql)
@@ -574,8 +600,9 @@ def ddl_target(sql: str, default_database: str = "") -> tuple[str, str]:
     """The (database, table) a DDL statement is about; table is "" for database DDL."""
     stream = _Stream(_tokens(sql), sql)
     verb = stream.name().upper()
-    if verb in ("CREATE", "DROP", "ALTER") and (stream.accept("DATABASE") or
-                                                 stream.accept("SCHEMA")):
+    if verb in ("CREATE", "DROP", "ALTER") and (
+        stream.accept("DATABASE") or stream.accept("SCHEMA")
+    ):
         stream.accept("IF", "NOT", "EXISTS") or stream.accept("IF", "EXISTS")
         return stream.name(), ""
     if verb in ("CREATE", "DROP") and _skip_to(stream, "INDEX"):
@@ -606,8 +633,11 @@ def dropped_tables(sql: str, default_database: str = "") -> list[tuple[str, str]
     stream = _Stream(_tokens(sql), sql)
     stream.expect("DROP")
     stream.accept("TEMPORARY")
-    stream.accept("TABLES") or stream.expect("TABLE")
+    if not stream.accept("TABLES"):
+        stream.expect("TABLE")
     stream.accept("IF", "EXISTS")
-    return [_Stream(part, sql).qualified_name(default_database)
-            for part in _split_commas(stream.tokens[stream.pos :])
-            if not _Stream(part, sql).is_word("RESTRICT", "CASCADE")]
+    return [
+        _Stream(part, sql).qualified_name(default_database)
+        for part in _split_commas(stream.tokens[stream.pos :])
+        if not _Stream(part, sql).is_word("RESTRICT", "CASCADE")
+    ]

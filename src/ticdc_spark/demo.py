@@ -32,17 +32,23 @@ def run_demo(protocol: str, workload: Any, workdir: str | None = None) -> bool:
     root = Path(workdir or tempfile.mkdtemp(prefix="ticdc-spark-demo-"))
     options = DEMO_OPTIONS.get(protocol, {})
     started = time.perf_counter()
-    _say(f"1/3 generating {workload.rows} row changes over {workload.tables} tables as "
-         f"{protocol} capture files in {root / 'capture'}")
-    produced = produce_workload(workload, protocol, options, str(root / "capture"),
-                                expected=root / "expected", partitions=3)
+    _say(
+        f"1/3 generating {workload.rows} row changes over {workload.tables} tables as "
+        f"{protocol} capture files in {root / 'capture'}"
+    )
+    produced = produce_workload(
+        workload, protocol, options, str(root / "capture"), expected=root / "expected", partitions=3
+    )
     _say(f"    {produced.messages} messages, {produced.ddl} DDL")
     _say("2/3 replicating with Spark into Delta tables (consistent mode)")
     spark = local_session("ticdc-spark demo")
     spark.sparkContext.setLogLevel("ERROR")
     config = PipelineConfig(
-        source=str(root / "capture"), protocol=protocol, target=f"delta:{root / 'lake'}",
-        checkpoint=str(root / "checkpoint"), options=options,
+        source=str(root / "capture"),
+        protocol=protocol,
+        target=f"delta:{root / 'lake'}",
+        checkpoint=str(root / "checkpoint"),
+        options=options,
         source_options={"maxFilesPerTrigger": "2"},
     )
     applied = [0]
@@ -62,7 +68,9 @@ def run_demo(protocol: str, workload: Any, workdir: str | None = None) -> bool:
         _say("    " + report.summary())
     ok = all(r.ok for r in reports)
     total = time.perf_counter() - started
-    _say(f"{'PASSED' if ok else 'FAILED'}: {len(reports)} tables, {applied[0]} rows applied in "
-         f"{replicate_seconds:.1f}s of replication, {total:.1f}s in all; tables in "
-         f"{root / 'lake'}")
+    _say(
+        f"{'PASSED' if ok else 'FAILED'}: {len(reports)} tables, {applied[0]} rows applied in "
+        f"{replicate_seconds:.1f}s of replication, {total:.1f}s in all; tables in "
+        f"{root / 'lake'}"
+    )
     return ok

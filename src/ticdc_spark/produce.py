@@ -41,9 +41,16 @@ class Output(Protocol):
 class Producer:
     """Encodes events and places the messages, as TiCDC's MQ sink does."""
 
-    def __init__(self, encoder: Encoder, output: Output, *, router: TopicRouter,
-                 dispatcher: PartitionDispatcher, partitions: int = 1,
-                 topics: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        encoder: Encoder,
+        output: Output,
+        *,
+        router: TopicRouter,
+        dispatcher: PartitionDispatcher,
+        partitions: int = 1,
+        topics: Iterable[str] = (),
+    ) -> None:
         self.encoder = encoder
         self.output = output
         self.router = router
@@ -116,8 +123,9 @@ class Producer:
                 slot = (topic, target)
                 offset = self.offsets.get(slot, 0)
                 self.offsets[slot] = offset + 1
-                placed.append(replace(message, topic=topic, partition=target, offset=offset,
-                                      timestamp=ms))
+                placed.append(
+                    replace(message, topic=topic, partition=target, offset=offset, timestamp=ms)
+                )
         return placed
 
 
@@ -180,10 +188,18 @@ class ProduceResult:
     destination: str
 
 
-def produce_workload(workload: Any, protocol: str, options: dict[str, str], to: str, *,
-                     expected: str | Path | None = None, topic: str = "ticdc_{schema}",
-                     partitions: int = 3, dispatcher: str = "index-value",
-                     kafka_config: dict[str, Any] | None = None) -> ProduceResult:
+def produce_workload(
+    workload: Any,
+    protocol: str,
+    options: dict[str, str],
+    to: str,
+    *,
+    expected: str | Path | None = None,
+    topic: str = "ticdc_{schema}",
+    partitions: int = 3,
+    dispatcher: str = "index-value",
+    kafka_config: dict[str, Any] | None = None,
+) -> ProduceResult:
     """Send a workload's events to Kafka (``kafka://HOST:PORT``) or a capture directory, and
     write its expected final state."""
     from ticdc_spark.codec import make_encoder
@@ -196,9 +212,14 @@ def produce_workload(workload: Any, protocol: str, options: dict[str, str], to: 
         output: Output = _kafka_output(to, topics, partitions, kafka_config)
     else:
         output = CaptureDirOutput(to)
-    producer = Producer(make_encoder(protocol, options), output, router=router,
-                        dispatcher=make_dispatcher(dispatcher), partitions=partitions,
-                        topics=topics)
+    producer = Producer(
+        make_encoder(protocol, options),
+        output,
+        router=router,
+        dispatcher=make_dispatcher(dispatcher),
+        partitions=partitions,
+        topics=topics,
+    )
     rows = ddl = 0
     for event in workload.events():
         rows += isinstance(event, RowChange)
@@ -210,11 +231,12 @@ def produce_workload(workload: Any, protocol: str, options: dict[str, str], to: 
     return ProduceResult(producer.sent, rows, ddl, to)
 
 
-def _kafka_output(uri: str, topics: list[str], partitions: int,
-                  config: dict[str, Any] | None) -> Output:
+def _kafka_output(
+    uri: str, topics: list[str], partitions: int, config: dict[str, Any] | None
+) -> Output:
     from ticdc_spark.io.kafka import KafkaProducerSink, parse_kafka_uri
 
     servers, _topics, extra = parse_kafka_uri(uri)
     sink = KafkaProducerSink(servers, extra, config)
     sink.create_topics(topics, partitions)
-    return sink  # type: ignore[no-any-return]
+    return sink

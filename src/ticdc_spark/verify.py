@@ -25,23 +25,35 @@ TableKey = tuple[str, str]
 SCHEMAS_FILE = "_schemas.json"
 
 
-def write_expected(directory: str | Path, schemas: Mapping[str, TableSchema],
-                   state: Mapping[str, Mapping[Any, Mapping[str, Any]]]) -> None:
+def write_expected(
+    directory: str | Path,
+    schemas: Mapping[str, TableSchema],
+    state: Mapping[str, Mapping[Any, Mapping[str, Any]]],
+) -> None:
     """Write the expected final rows (canonical values) of every table."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     index = []
     for name, schema in sorted(schemas.items()):
         file_name = f"{schema.database}.{schema.table}.jsonl"
-        index.append({"database": schema.database, "table": schema.table, "file": file_name,
-                      "schema": schema_json(schema)})
+        index.append(
+            {
+                "database": schema.database,
+                "table": schema.table,
+                "file": file_name,
+                "schema": schema_json(schema),
+            }
+        )
         with open(root / file_name, "wb") as out:
             for row in state.get(name, {}).values():
                 out.write(orjson.dumps(image_to_text(schema, row)) + b"\n")
     (root / SCHEMAS_FILE).write_bytes(orjson.dumps(index, option=orjson.OPT_INDENT_2))
 
 
-def load_expected(directory: str | Path) -> dict[TableKey, tuple[TableSchema, list[dict]]]:
+ExpectedTable = tuple[TableSchema, list[dict[str, Any]]]
+
+
+def load_expected(directory: str | Path) -> dict[TableKey, ExpectedTable]:
     """Read what :func:`write_expected` wrote: table -> (schema, rows as text)."""
     root = Path(directory)
     out = {}
@@ -73,12 +85,14 @@ class TableReport:
         head = f"{self.database}.{self.table}: {self.actual}/{self.expected} rows"
         if self.ok:
             return head + " ok"
-        return (f"{head}; missing {len(self.missing)}, extra {len(self.extra)}, "
-                f"different {len(self.different)} (first: "
-                f"{(self.missing or self.extra or self.different)[:3]})")
+        return (
+            f"{head}; missing {len(self.missing)}, extra {len(self.extra)}, "
+            f"different {len(self.different)} (first: "
+            f"{(self.missing or self.extra or self.different)[:3]})"
+        )
 
 
-def compare_tables(expected: tuple[TableSchema, list[dict]], actual: Any) -> TableReport:
+def compare_tables(expected: ExpectedTable, actual: Any) -> TableReport:
     """Compare expected text rows with a table's live rows (a pyarrow Table or None)."""
     import pyarrow as pa
 

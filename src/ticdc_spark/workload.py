@@ -146,8 +146,14 @@ class Workload:
             self._schemas[schema.qualified_name] = schema
             self._state[schema.qualified_name] = {}
             self._pools[schema.qualified_name] = _KeyPool()
-            yield DDLEvent(DDLType.CREATE_TABLE, create_table_sql(schema), clock.next(),
-                           schema.database, schema.table, schema)
+            yield DDLEvent(
+                DDLType.CREATE_TABLE,
+                create_table_sql(schema),
+                clock.next(),
+                schema.database,
+                schema.table,
+                schema,
+            )
         self._names = sorted(self._schemas)
         yield Watermark(clock.next())
         produced, txns = 0, 0
@@ -190,12 +196,15 @@ class Workload:
         before = rows.pop(key)
         pool.remove(key)
         if roll < 0.88:  # a primary-key change: TiCDC sends DELETE + INSERT
-            return [RowChange(RowKind.DELETE, schema, commit_ts, before=before),
-                    self._insert(rng, schema, name, commit_ts)]
+            return [
+                RowChange(RowKind.DELETE, schema, commit_ts, before=before),
+                self._insert(rng, schema, name, commit_ts),
+            ]
         return [RowChange(RowKind.DELETE, schema, commit_ts, before=before)]
 
-    def _insert(self, rng: random.Random, schema: TableSchema, name: str,
-                commit_ts: int) -> RowChange:
+    def _insert(
+        self, rng: random.Random, schema: TableSchema, name: str, commit_ts: int
+    ) -> RowChange:
         rows = self._state[name]
         key = self._fresh_key(rng, rows)
         while key in self._touched:

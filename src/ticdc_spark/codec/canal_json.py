@@ -625,8 +625,12 @@ class CanalJSONDecoder:
         except DecodeError as exc:
             raise exc.at(message.position, PROTOCOL) from None
         except INPUT_ERRORS as exc:
-            raise DecodeError(str(exc) or type(exc).__name__, protocol=PROTOCOL,
-                              position=message.position, payload=message.value) from None
+            raise DecodeError(
+                str(exc) or type(exc).__name__,
+                protocol=PROTOCOL,
+                position=message.position,
+                payload=message.value,
+            ) from None
 
     def _changelog(self, message: Message, builder: ChangelogBuilder) -> None:
         value = message.value
@@ -652,8 +656,17 @@ class CanalJSONDecoder:
         op = kind.value
         for seq, (before, after, plan) in enumerate(self._text_rows(obj, kind)):
             schema = plan.schema
-            builder.add_row(op, schema.database, schema.table, commit_ts, before, after,
-                            plan.schema_text, (*position, seq), key_only)
+            builder.add_row(
+                op,
+                schema.database,
+                schema.table,
+                commit_ts,
+                before,
+                after,
+                plan.schema_text,
+                (*position, seq),
+                key_only,
+            )
 
     def _text_rows(
         self, obj: dict[str, Any], kind: RowKind
@@ -772,13 +785,21 @@ class CanalJSONDecoder:
         pk = obj.get("pkNames") or ()
         slot = (obj.get("database"), obj.get("table"))
         last = self._last.get(slot)  # type: ignore[arg-type]
-        if (last is not None and last[0] == mysql_types and last[1] == pk
-                and first_row.keys() == last[2]):
+        if (
+            last is not None
+            and last[0] == mysql_types
+            and last[1] == pk
+            and first_row.keys() == last[2]
+        ):
             return last[3]
         names = tuple(first_row)
         names += tuple(n for n in mysql_types if n not in first_row)
-        key = (*slot, names, tuple(mysql_types.get(n) for n in names),
-               tuple(pk) if isinstance(pk, list) else pk)
+        key = (
+            *slot,
+            names,
+            tuple(mysql_types.get(n) for n in names),
+            tuple(pk) if isinstance(pk, list) else pk,
+        )
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans.put(key, _build_decode_plan(obj, names, mysql_types, pk))

@@ -27,8 +27,7 @@ _JAAS_RE = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 def redact(value: Any) -> Any:
     """A copy of a config mapping (or a string) with secrets masked."""
     if isinstance(value, Mapping):
-        return {k: "***" if _SECRET_KEY_RE.search(str(k)) else redact(v)
-                for k, v in value.items()}
+        return {k: "***" if _SECRET_KEY_RE.search(str(k)) else redact(v) for k, v in value.items()}
     if isinstance(value, str):
         return _URL_CREDENTIALS_RE.sub(lambda m: m["scheme"] + "***@", value)
     return value
@@ -40,7 +39,7 @@ def client_config(options: Mapping[str, str]) -> dict[str, Any]:
     for key, value in options.items():
         if not key.startswith("kafka."):
             continue
-        name = key[len("kafka."):]
+        name = key[len("kafka.") :]
         if name == "sasl.jaas.config":
             config.update(_from_jaas(value))
         elif name in ("ssl.truststore.location", "ssl.keystore.location"):
@@ -57,7 +56,7 @@ def _from_jaas(jaas: str) -> dict[str, str]:
     """username/password from a Java JAAS line (PlainLoginModule, ScramLoginModule)."""
     fields = dict(_JAAS_RE.findall(jaas))
     if "username" not in fields or "password" not in fields:
-        raise ConfigError("kafka.sasl.jaas.config needs username=\"...\" and password=\"...\"")
+        raise ConfigError('kafka.sasl.jaas.config needs username="..." and password="..."')
     out = {"sasl.username": fields["username"], "sasl.password": fields["password"]}
     if "ScramLoginModule" in jaas:
         out.setdefault("sasl.mechanism", "SCRAM-SHA-512")
@@ -70,8 +69,9 @@ def parse_kafka_uri(uri: str) -> tuple[str, list[str], dict[str, str]]:
     parts = urlsplit(uri)
     if parts.scheme != "kafka" or not parts.netloc:
         raise ConfigError(f"not a kafka:// URI: {redact(uri)!r}")
-    extra = {f"kafka.{k}" if not k.startswith("kafka.") else k: v
-             for k, v in parse_qsl(parts.query)}
+    extra = {
+        f"kafka.{k}" if not k.startswith("kafka.") else k: v for k, v in parse_qsl(parts.query)
+    }
     netloc = parts.netloc
     if "@" in netloc:
         credentials, netloc = netloc.rsplit("@", 1)
@@ -87,12 +87,19 @@ def parse_kafka_uri(uri: str) -> tuple[str, list[str], dict[str, str]]:
 class KafkaProducerSink:
     """Produces placed messages (topic and partition set) and checks every delivery."""
 
-    def __init__(self, bootstrap: str, options: Mapping[str, str] | None = None,
-                 config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        options: Mapping[str, str] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         from confluent_kafka import Producer
 
-        self.config = {"bootstrap.servers": bootstrap, **client_config(options or {}),
-                       **dict(config or {})}
+        self.config = {
+            "bootstrap.servers": bootstrap,
+            **client_config(options or {}),
+            **dict(config or {}),
+        }
         self.producer = Producer(self.config)
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -100,13 +107,17 @@ class KafkaProducerSink:
 
     def create_topics(self, topics: Iterable[str], partitions: int) -> None:
         """Create missing topics with ``partitions`` partitions."""
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-        admin = AdminClient({k: v for k, v in self.config.items()
-                             if k not in ("batch.num.messages", "linger.ms")})
+        admin = AdminClient(
+            {k: v for k, v in self.config.items() if k not in ("batch.num.messages", "linger.ms")}
+        )
         existing = set(admin.list_topics(timeout=10).topics)
-        wanted = [NewTopic(t, num_partitions=partitions, replication_factor=1)
-                  for t in topics if t not in existing]
+        wanted = [
+            NewTopic(t, num_partitions=partitions, replication_factor=1)
+            for t in topics
+            if t not in existing
+        ]
         for topic, future in admin.create_topics(wanted).items() if wanted else []:
             try:
                 future.result(30)
@@ -120,16 +131,21 @@ class KafkaProducerSink:
         for message in messages:
             while True:
                 try:
-                    self.producer.produce(message.topic, message.value, message.key,
-                                          partition=message.partition or 0,
-                                          on_delivery=self._delivered)
+                    self.producer.produce(
+                        message.topic,
+                        message.value,
+                        message.key,
+                        partition=message.partition or 0,
+                        on_delivery=self._delivered,
+                    )
                     break
                 except BufferError:  # the local queue is full: let it drain
                     self.producer.poll(0.1)
                 except KafkaException as exc:
                     raise TiCDCSparkError(
                         f"cannot produce to {message.topic}/{message.partition}: "
-                        f"{exc.args[0].str() if exc.args else exc}") from None
+                        f"{exc.args[0].str() if exc.args else exc}"
+                    ) from None
             self.producer.poll(0)
         self._raise_errors()
 
@@ -142,8 +158,10 @@ class KafkaProducerSink:
 
     def _raise_errors(self) -> None:
         if self.errors:
-            raise TiCDCSparkError(f"Kafka delivery failed: {self.errors[0]} "
-                                  f"({len(self.errors)} failures; config {redact(self.config)})")
+            raise TiCDCSparkError(
+                f"Kafka delivery failed: {self.errors[0]} "
+                f"({len(self.errors)} failures; config {redact(self.config)})"
+            )
 
     def close(self, timeout: float = 60) -> None:
         remaining = self.producer.flush(timeout)

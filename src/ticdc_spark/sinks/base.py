@@ -147,9 +147,12 @@ class TableSink(abc.ABC):
         target = table_arrow_schema(schema)
         if current.equals(target):
             return
-        same_names = [f.name for f in current] == [f.name for f in target][:len(current)]
-        same_types = all(current.field(f.name).type == f.type for f in current
-                         if target.get_field_index(f.name) >= 0)
+        same_names = [f.name for f in current] == [f.name for f in target][: len(current)]
+        same_types = all(
+            current.field(f.name).type == f.type
+            for f in current
+            if target.get_field_index(f.name) >= 0
+        )
         if same_names and same_types:
             self.add_columns(key, [f for f in target if current.get_field_index(f.name) < 0])
         elif self.applied_version(key) < version:

@@ -68,8 +68,9 @@ def arrow_type(ctype: ColumnType) -> Any:
     if family is Family.YEAR:
         return pa.int16()
     if family is Family.BIT:
-        return pa.int64() if ctype.length is not None and ctype.length <= 63 else \
-            pa.decimal128(20, 0)
+        return (
+            pa.int64() if ctype.length is not None and ctype.length <= 63 else pa.decimal128(20, 0)
+        )
     return pa.string()
 
 
@@ -77,11 +78,16 @@ def _types() -> dict[tuple[str, bool], Callable[[], Any]]:
     import pyarrow as pa
 
     return {
-        ("tinyint", False): pa.int8, ("tinyint", True): pa.int16,
-        ("smallint", False): pa.int16, ("smallint", True): pa.int32,
-        ("mediumint", False): pa.int32, ("mediumint", True): pa.int32,
-        ("int", False): pa.int32, ("int", True): pa.int64,
-        ("bigint", False): pa.int64, ("bigint", True): lambda: pa.decimal128(20, 0),
+        ("tinyint", False): pa.int8,
+        ("tinyint", True): pa.int16,
+        ("smallint", False): pa.int16,
+        ("smallint", True): pa.int32,
+        ("mediumint", False): pa.int32,
+        ("mediumint", True): pa.int32,
+        ("int", False): pa.int32,
+        ("int", True): pa.int64,
+        ("bigint", False): pa.int64,
+        ("bigint", True): lambda: pa.decimal128(20, 0),
     }
 
 
@@ -99,8 +105,10 @@ def table_arrow_schema(schema: TableSchema) -> Any:
     import pyarrow as pa
 
     fields = [pa.field(c.name, arrow_type(c.type), nullable=True) for c in schema.columns]
-    fields += [pa.field(COMMIT_TS, pa.int64(), nullable=False),
-               pa.field(OP, pa.string(), nullable=False)]
+    fields += [
+        pa.field(COMMIT_TS, pa.int64(), nullable=False),
+        pa.field(OP, pa.string(), nullable=False),
+    ]
     return pa.schema(fields)
 
 
@@ -133,7 +141,8 @@ def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
         from ticdc_spark.consume import dead_letters
 
         broken = changes.filter(bad).append_column(
-            "error", pa.array([r for r in reasons if r is not None], pa.string()))
+            "error", pa.array([r for r in reasons if r is not None], pa.string())
+        )
         dead = dead_letters(broken)
         rows = rows.filter(pc.invert(bad))
     return rows, dead
@@ -155,8 +164,9 @@ def convert_column(ctype: ColumnType, text: Any) -> tuple[Any, dict[int, str]]:
 _CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError, binascii.Error)
 
 
-def _one_by_one(ctype: ColumnType, text: Any, target: Any,
-                convert: Callable[..., Any]) -> tuple[Any, dict[int, str]]:
+def _one_by_one(
+    ctype: ColumnType, text: Any, target: Any, convert: Callable[[ColumnType, Any, Any], Any]
+) -> tuple[Any, dict[int, str]]:
     """Convert value by value to find the ones that fail (the rare slow path)."""
     import pyarrow as pa
 
@@ -214,8 +224,7 @@ def _binary(ctype: ColumnType, text: Any, target: Any) -> Any:
     import pyarrow as pa
 
     return pa.array(
-        [None if v is None else binascii.a2b_base64(v, strict_mode=True)
-         for v in text.to_pylist()],
+        [None if v is None else binascii.a2b_base64(v, strict_mode=True) for v in text.to_pylist()],
         pa.binary(),
     )
 
@@ -247,7 +256,7 @@ def _set_text(ctype: ColumnType) -> Callable[[int], str | None]:
     return names
 
 
-_CONVERTERS: dict[Family, Callable[..., Any]] = {
+_CONVERTERS: dict[Family, Callable[[ColumnType, Any, Any], Any]] = {
     Family.INTEGER: _integer,
     Family.YEAR: _integer,
     Family.BIT: _integer,

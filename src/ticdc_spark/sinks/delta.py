@@ -54,8 +54,13 @@ class DeltaSink(TableSink):
 
         key = (schema.database, schema.table)
         self.path(key).mkdir(parents=True, exist_ok=True)
-        DeltaTable.create(str(self.path(key)), table_arrow_schema(schema), mode="ignore",
-                          name=schema.table, description=f"TiDB {schema.qualified_name}")
+        DeltaTable.create(
+            str(self.path(key)),
+            table_arrow_schema(schema),
+            mode="ignore",
+            name=schema.table,
+            description=f"TiDB {schema.qualified_name}",
+        )
 
     def arrow_schema(self, key: TableKey) -> Any:
         import pyarrow as pa
@@ -72,13 +77,15 @@ class DeltaSink(TableSink):
         keys = list(schema.handle_key) or list(schema.column_names)
         predicate = " AND ".join(f"t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)}" for k in keys)
         merger = self._table((schema.database, schema.table)).merge(
-            rows, predicate=predicate, source_alias="s", target_alias="t",
+            rows,
+            predicate=predicate,
+            source_alias="s",
+            target_alias="t",
             commit_properties=self._commit(version),
         )
         newer = f"s.{_q(COMMIT_TS)} > t.{_q(COMMIT_TS)}"
         result: dict[str, Any] = (
-            merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all()
-            .execute()
+            merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all().execute()
         )
         return result
 
@@ -86,9 +93,7 @@ class DeltaSink(TableSink):
         from deltalake import Field
 
         if fields:
-            self._table(key).alter.add_columns(
-                [Field.from_arrow(f) for f in fields]  # type: ignore[attr-defined]
-            )
+            self._table(key).alter.add_columns([Field.from_arrow(f) for f in fields])
 
     def rewrite(self, schema: TableSchema, version: int) -> None:
         import pyarrow as pa
@@ -98,17 +103,23 @@ class DeltaSink(TableSink):
         current = self._table(key).to_pyarrow_table()
         target = table_arrow_schema(schema)
         columns = [
-            current[f.name].cast(f.type, safe=False) if f.name in current.column_names
+            current[f.name].cast(f.type, safe=False)
+            if f.name in current.column_names
             else pa.nulls(current.num_rows, f.type)
             for f in target
         ]
-        write_deltalake(str(self.path(key)), pa.Table.from_arrays(columns, schema=target),
-                        mode="overwrite", schema_mode="overwrite",
-                        commit_properties=self._commit(version))
+        write_deltalake(
+            str(self.path(key)),
+            pa.Table.from_arrays(columns, schema=target),
+            mode="overwrite",
+            schema_mode="overwrite",
+            commit_properties=self._commit(version),
+        )
 
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
-        self._table(key).delete(f"{_q(COMMIT_TS)} < {int(commit_ts)}",
-                                commit_properties=self._commit(version))
+        self._table(key).delete(
+            f"{_q(COMMIT_TS)} < {int(commit_ts)}", commit_properties=self._commit(version)
+        )
 
     def drop(self, key: TableKey) -> None:
         shutil.rmtree(self.path(key), ignore_errors=True)

@@ -44,8 +44,9 @@ def iceberg_arrow_schema(schema: TableSchema) -> Any:
             return pa.int32()
         return arrow_type
 
-    return pa.schema([pa.field(f.name, widen(f.type), nullable=True)
-                      for f in table_arrow_schema(schema)])
+    return pa.schema(
+        [pa.field(f.name, widen(f.type), nullable=True) for f in table_arrow_schema(schema)]
+    )
 
 
 class IcebergSink(TableSink):
@@ -95,8 +96,12 @@ class IcebergSink(TableSink):
         with table.transaction() as tx:
             result = tx.upsert(newer, join_cols=keys)
             tx.set_properties({VERSION_PROPERTY: str(version)})
-        return {"num_source_rows": rows.num_rows, "written": newer.num_rows,
-                "updated": result.rows_updated, "inserted": result.rows_inserted}
+        return {
+            "num_source_rows": rows.num_rows,
+            "written": newer.num_rows,
+            "updated": result.rows_updated,
+            "inserted": result.rows_inserted,
+        }
 
     def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
         """The incoming rows whose key is new or whose commit ts beats the stored one."""
@@ -105,14 +110,15 @@ class IcebergSink(TableSink):
 
         first = keys[0]
         wanted = [v for v in rows[first].unique().to_pylist() if v is not None]
-        scan = table.scan(row_filter=In(first, wanted) if wanted else first + " IS NULL",
-                          selected_fields=(*keys, COMMIT_TS))
+        row_filter = In(first, wanted) if wanted else f"{first} IS NULL"  # type: ignore[call-arg,arg-type]
+        scan = table.scan(row_filter=row_filter, selected_fields=(*keys, COMMIT_TS))
         existing = scan.to_arrow().rename_columns([*keys, "_stored_ts"])
         if not existing.num_rows:
             return rows
         joined = rows.join(existing, keys=keys, join_type="left outer", use_threads=False)
-        keep = pc.or_kleene(pc.is_null(joined["_stored_ts"]),
-                      pc.greater(joined[COMMIT_TS], joined["_stored_ts"]))
+        keep = pc.or_kleene(
+            pc.is_null(joined["_stored_ts"]), pc.greater(joined[COMMIT_TS], joined["_stored_ts"])
+        )
         return joined.filter(keep).drop_columns(["_stored_ts"]).select(rows.column_names)
 
     def add_columns(self, key: TableKey, fields: list[Any]) -> None:
@@ -121,8 +127,13 @@ class IcebergSink(TableSink):
         if not fields:
             return
         table = self._table(key)
-        widened = [pa.field(f.name, pa.int32() if pa.types.is_int8(f.type) or
-                            pa.types.is_int16(f.type) else f.type) for f in fields]
+        widened = [
+            pa.field(
+                f.name,
+                pa.int32() if pa.types.is_int8(f.type) or pa.types.is_int16(f.type) else f.type,
+            )
+            for f in fields
+        ]
         with table.update_schema() as update:
             update.union_by_name(pa.schema(widened))
 
@@ -133,8 +144,12 @@ class IcebergSink(TableSink):
         key = (schema.database, schema.table)
         current = self._table(key).scan().to_arrow()
         target = iceberg_arrow_schema(schema)
-        columns = [current[f.name].cast(f.type, safe=False) if f.name in current.column_names
-                   else pa.nulls(current.num_rows, f.type) for f in target]
+        columns = [
+            current[f.name].cast(f.type, safe=False)
+            if f.name in current.column_names
+            else pa.nulls(current.num_rows, f.type)
+            for f in target
+        ]
         temp = (key[0], key[1] + _REWRITE_SUFFIX)
         if self.catalog.table_exists(temp):
             self.catalog.purge_table(temp)
@@ -148,8 +163,11 @@ class IcebergSink(TableSink):
     def _recover(self, key: TableKey) -> None:
         """Finish a rewrite that a crash interrupted between drop and rename."""
         temp = (key[0], key[1] + _REWRITE_SUFFIX)
-        if not key[1].endswith(_REWRITE_SUFFIX) and self.catalog.table_exists(temp) \
-                and not self.catalog.table_exists(key):
+        if (
+            not key[1].endswith(_REWRITE_SUFFIX)
+            and self.catalog.table_exists(temp)
+            and not self.catalog.table_exists(key)
+        ):
             self.catalog.rename_table(temp, key)
 
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
@@ -157,7 +175,7 @@ class IcebergSink(TableSink):
 
         table = self._table(key)
         with table.transaction() as tx:
-            tx.delete(LessThan(COMMIT_TS, int(commit_ts)))
+            tx.delete(LessThan(COMMIT_TS, int(commit_ts)))  # type: ignore[call-arg,arg-type]
             tx.set_properties({VERSION_PROPERTY: str(version)})
 
     def drop(self, key: TableKey) -> None:

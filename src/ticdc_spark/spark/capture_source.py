@@ -79,8 +79,19 @@ class CaptureDataSource(DataSource):
 
 
 def _read_file(path: str, skip_bad: bool) -> Iterator[Any]:
-    columns: dict[str, list[Any]] = {name: [] for name in (
-        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers")}
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "key",
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "timestampType",
+            "headers",
+        )
+    }
     with open(path, "rb") as handle:
         records = read_capture(handle, source=Path(path).name)
         while True:

@@ -24,7 +24,10 @@ OUTPUT_ROWS = 8192
 
 
 def decode(
-    df: Any, protocol: str, options: Mapping[str, Any] | None = None, *,
+    df: Any,
+    protocol: str,
+    options: Mapping[str, Any] | None = None,
+    *,
     on_error: str = "dead-letter",
 ) -> Any:
     """The changelog DataFrame of a Kafka-shaped DataFrame (see :mod:`ticdc_spark.changelog`)."""
@@ -66,8 +69,9 @@ def decode_batches(
                 if fast is not None:
                     fast(message, builder)
                 else:
-                    builder.add_events(decoder.decode(message), topic or "", partition or 0,
-                                       offset or 0)
+                    builder.add_events(
+                        decoder.decode(message), topic or "", partition or 0, offset or 0
+                    )
             except DecodeError as exc:
                 if fail:
                     raise

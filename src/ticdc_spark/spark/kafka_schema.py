@@ -10,8 +10,16 @@ from typing import Any
 
 __all__ = ["KAFKA_COLUMNS", "arrow_kafka_schema", "empty_batch", "spark_kafka_schema"]
 
-KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
-                 "headers")
+KAFKA_COLUMNS = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "timestamp",
+    "timestampType",
+    "headers",
+)
 
 SPARK_KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "
@@ -27,12 +35,18 @@ def arrow_kafka_schema() -> Any:
     import pyarrow as pa
 
     header = pa.struct([("key", pa.string()), ("value", pa.binary())])
-    return pa.schema([
-        ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-        ("partition", pa.int32()), ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
-        ("headers", pa.list_(header)),
-    ])
+    return pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("timestampType", pa.int32()),
+            ("headers", pa.list_(header)),
+        ]
+    )
 
 
 def empty_batch() -> Any:

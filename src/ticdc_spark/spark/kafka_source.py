@@ -78,8 +78,9 @@ class _Config:
         assign = json.loads(lowered["assign"]) if lowered.get("assign") else None
         return cls(
             client=client,
-            subscribe=tuple(t.strip() for t in lowered.get("subscribe", "").split(",")
-                            if t.strip()),
+            subscribe=tuple(
+                t.strip() for t in lowered.get("subscribe", "").split(",") if t.strip()
+            ),
             pattern=lowered.get("subscribepattern"),
             assign={t: [int(p) for p in ps] for t, ps in assign.items()} if assign else None,
             starting=lowered.get("startingoffsets", "latest"),
@@ -118,8 +119,13 @@ class _Metadata:
         from confluent_kafka import Consumer
 
         self.config = config
-        self.consumer = Consumer({**config.client, "group.id": f"ticdc-spark-{uuid.uuid4()}",
-                                  "enable.auto.commit": False})
+        self.consumer = Consumer(
+            {
+                **config.client,
+                "group.id": f"ticdc-spark-{uuid.uuid4()}",
+                "enable.auto.commit": False,
+            }
+        )
 
     def close(self) -> None:
         self.consumer.close()
@@ -130,8 +136,9 @@ class _Metadata:
         try:
             topics = self.consumer.list_topics(timeout=self.config.poll_timeout_s).topics
         except Exception as exc:
-            raise TiCDCSparkError(f"cannot list Kafka topics ({exc}); client config "
-                                  f"{redact(self.config.client)}") from None
+            raise TiCDCSparkError(
+                f"cannot list Kafka topics ({exc}); client config {redact(self.config.client)}"
+            ) from None
         if self.config.pattern is not None:
             names = [t for t in topics if re.fullmatch(self.config.pattern, t)]
         else:
@@ -144,7 +151,8 @@ class _Metadata:
         out = {}
         for topic, partition in partitions:
             out[(topic, partition)] = self.consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.config.poll_timeout_s)
+                TopicPartition(topic, partition), timeout=self.config.poll_timeout_s
+            )
         return out
 
     def resolve(self, spec: str, default: int) -> Offsets:
@@ -155,8 +163,9 @@ class _Metadata:
         offsets: Offsets = {}
         for topic, partition in parts:
             low, high = bounds[(topic, partition)]
-            asked = wanted.get(topic, {}).get(str(partition), wanted.get("*", {}).get("*",
-                                                                                   EARLIEST))
+            asked = wanted.get(topic, {}).get(
+                str(partition), wanted.get("*", {}).get("*", EARLIEST)
+            )
             value = low if asked == EARLIEST else high if asked == LATEST else asked
             offsets.setdefault(topic, {})[str(partition)] = value
         return offsets
@@ -193,8 +202,9 @@ class _BatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         metadata = _Metadata(self.config)
         try:
-            start = metadata.resolve(self.config.starting if self.config.starting != "latest"
-                                     else "earliest", EARLIEST)
+            start = metadata.resolve(
+                self.config.starting if self.config.starting != "latest" else "earliest", EARLIEST
+            )
             end = metadata.resolve(self.config.ending, LATEST)
         finally:
             metadata.close()
@@ -223,8 +233,10 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         latest = self.target or self._latest()
-        end = {t: {p: max(o, start.get(t, {}).get(p, 0)) for p, o in ps.items()}
-               for t, ps in latest.items()}
+        end = {
+            t: {p: max(o, start.get(t, {}).get(p, 0)) for p, o in ps.items()}
+            for t, ps in latest.items()
+        }
         if isinstance(limit, ReadMaxRows):
             end = _limit(start, end, limit.max_rows)
         return end
@@ -257,8 +269,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def _limit(start: Offsets, end: Offsets, budget: int) -> Offsets:
     """Spread ``budget`` records over the partitions in proportion to their backlog, at least
     one record for every partition that has any (none is starved)."""
-    backlog = {(t, p): o - start.get(t, {}).get(p, 0) for t, ps in end.items()
-               for p, o in ps.items()}
+    backlog = {
+        (t, p): o - start.get(t, {}).get(p, 0) for t, ps in end.items() for p, o in ps.items()
+    }
     total = sum(v for v in backlog.values() if v > 0)
     if total <= budget:
         return end
@@ -270,13 +283,20 @@ def _limit(start: Offsets, end: Offsets, budget: int) -> Offsets:
     return limited
 
 
-def _read_range(config: _Config, topic: str, partition: int, since: int,
-                until: int) -> Iterator[Any]:
+def _read_range(
+    config: _Config, topic: str, partition: int, since: int, until: int
+) -> Iterator[Any]:
     """The records [since, until) of one partition, as Arrow batches (runs in a task)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({**config.client, "group.id": f"ticdc-spark-{uuid.uuid4()}",
-                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer = Consumer(
+        {
+            **config.client,
+            "group.id": f"ticdc-spark-{uuid.uuid4()}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, partition, since)])
     columns = _empty_columns()
     position, deadline = since, time.monotonic() + config.poll_timeout_s
@@ -287,7 +307,8 @@ def _read_range(config: _Config, topic: str, partition: int, since: int,
                 if time.monotonic() > deadline:
                     raise TiCDCSparkError(
                         f"timed out reading {topic}/{partition} offsets {since}..{until} at "
-                        f"{position} (kafkaConsumer.pollTimeoutMs)")
+                        f"{position} (kafkaConsumer.pollTimeoutMs)"
+                    )
                 continue
             deadline = time.monotonic() + config.poll_timeout_s
             for message in batch:
@@ -297,10 +318,11 @@ def _read_range(config: _Config, topic: str, partition: int, since: int,
                         continue
                     _on_error(error, config, topic, partition, position)
                     return
-                if message.offset() >= until:
+                offset = int(message.offset() or 0)
+                if offset >= until:
                     position = until
                     break
-                position = message.offset() + 1
+                position = offset + 1
                 _append(columns, message)
             if len(columns["offset"]) >= BATCH_ROWS:
                 yield record_batch(columns)
@@ -322,8 +344,19 @@ def _on_error(error: Any, config: _Config, topic: str, partition: int, position:
 
 
 def _empty_columns() -> dict[str, list[Any]]:
-    return {name: [] for name in ("key", "value", "topic", "partition", "offset", "timestamp",
-                                  "timestampType", "headers")}
+    return {
+        name: []
+        for name in (
+            "key",
+            "value",
+            "topic",
+            "partition",
+            "offset",
+            "timestamp",
+            "timestampType",
+            "headers",
+        )
+    }
 
 
 def _append(columns: dict[str, list[Any]], message: Any) -> None:
@@ -336,5 +369,4 @@ def _append(columns: dict[str, list[Any]], message: Any) -> None:
     columns["timestamp"].append(millis if kind else None)
     columns["timestampType"].append(max(0, kind - 1))  # librdkafka 1/2 -> Spark 0/1
     headers = message.headers()
-    columns["headers"].append(
-        [{"key": k, "value": v} for k, v in headers] if headers else None)
+    columns["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else None)

@@ -53,9 +53,7 @@ def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
         from ticdc_spark.sinks.iceberg import IcebergSink, parse_iceberg_target
 
         return IcebergSink(*parse_iceberg_target(rest))
-    raise ConfigError(
-        f"unknown target {target!r}: use delta:PATH or iceberg:CATALOG_URI#WAREHOUSE"
-    )
+    raise ConfigError(f"unknown target {target!r}: use delta:PATH or iceberg:CATALOG_URI#WAREHOUSE")
 
 
 def read_source(spark: Any, source: str, options: Mapping[str, str] | None = None) -> Any:
@@ -86,25 +84,40 @@ def read_source(spark: Any, source: str, options: Mapping[str, str] | None = Non
     return reader.load()
 
 
-def start(spark: Any, source_df: Any, config: PipelineConfig,
-          on_batch: Callable[[BatchReport], None] | None = None) -> Any:
+def start(
+    spark: Any,
+    source_df: Any,
+    config: PipelineConfig,
+    on_batch: Callable[[BatchReport], None] | None = None,
+) -> Any:
     """Start the streaming query; returns it (``awaitTermination``/``stop`` as usual)."""
     store = StateStore(config.checkpoint)
     sink = make_sink(config.target, app_id=store.pipeline_id())
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
-    applier = Applier(sink, store, mode=config.mode, dead_letters=dead,
-                      on_error="stop" if config.on_error == "stop" else "dead-letter")
-    changelog = decode(source_df, config.protocol, config.options,
-                       on_error="fail" if config.on_error == "stop" else "dead-letter")
+    applier = Applier(
+        sink,
+        store,
+        mode=config.mode,
+        dead_letters=dead,
+        on_error="stop" if config.on_error == "stop" else "dead-letter",
+    )
+    changelog = decode(
+        source_df,
+        config.protocol,
+        config.options,
+        on_error="fail" if config.on_error == "stop" else "dead-letter",
+    )
 
     def apply_batch(batch_df: Any, batch_id: int) -> None:
         report = applier.apply(batch_df.toArrow(), int(batch_id))
         if on_batch is not None:
             on_batch(report)
 
-    writer = (changelog.writeStream.foreachBatch(apply_batch)
-              .option("checkpointLocation", str(Path(config.checkpoint) / "spark"))
-              .queryName("ticdc-spark"))
+    writer = (
+        changelog.writeStream.foreachBatch(apply_batch)
+        .option("checkpointLocation", str(Path(config.checkpoint) / "spark"))
+        .queryName("ticdc-spark")
+    )
     if config.trigger == "once":
         writer = writer.trigger(availableNow=True)
     else:
@@ -116,8 +129,9 @@ def start(spark: Any, source_df: Any, config: PipelineConfig,
     return writer.start()
 
 
-def run(spark: Any, config: PipelineConfig,
-        on_batch: Callable[[BatchReport], None] | None = None) -> None:
+def run(
+    spark: Any, config: PipelineConfig, on_batch: Callable[[BatchReport], None] | None = None
+) -> None:
     """Run the pipeline until it has consumed everything (trigger once) or is stopped."""
     source_df = read_source(spark, config.source, config.source_options)
     query = start(spark, source_df, config, on_batch)
