@@ -130,7 +130,7 @@ def decode_stage(spark: Any, count: int, rounds: int) -> None:
     print(f"\ndecode stage, {len(values):,} Canal-JSON messages, local[2], best of {rounds}")
     print(f"{'approach':<18} {'seconds':>8} {'msgs/s':>10} {'ticdc is':>9}")
     for name, seconds in best.items():
-        speed = best[name] / best["ticdc decode"]
+        speed = seconds / best["ticdc decode"]
         print(f"{name:<18} {seconds:>8.2f} {len(values) / seconds:>10,.0f} {speed:>8.2f}x")
 
 
