@@ -128,6 +128,7 @@ class BatchReport:
     seconds: float = 0.0
     skipped_steps: int = 0
     tables: dict[str, int] = field(default_factory=dict)
+    commit_ts: list[Any] = field(default_factory=list)  # per applied step (with track_commits)
 
     def line(self) -> str:
         lag = ""
@@ -154,6 +155,7 @@ class Applier:
         dead_letters: DeadLetterWriter | None = None,
         on_error: str = "dead-letter",
         partitions: tuple[str, ...] = (),
+        track_commits: bool = False,
     ) -> None:
         self.sink = sink
         self.store = store
@@ -161,6 +163,7 @@ class Applier:
         self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
         self.on_error = on_error
         self.partitions = partitions
+        self.track_commits = track_commits  # keep applied commit ts (latency measurements)
         self.reports: list[BatchReport] = []
 
     def apply(self, changelog: Any, batch: int) -> BatchReport:
@@ -191,6 +194,8 @@ class Applier:
             report.ddl += 1
             return None
         result = self.sink.apply_rows(step, version)
+        if self.track_commits:
+            report.commit_ts.append(step.rows["commit_ts"])
         report.skipped_steps += int(result.skipped)
         report.rows_applied += result.rows
         name = f"{step.database}.{step.table}"

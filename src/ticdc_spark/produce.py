@@ -199,6 +199,7 @@ def produce_workload(
     partitions: int = 3,
     dispatcher: str = "index-value",
     kafka_config: dict[str, Any] | None = None,
+    events: Iterable[Event] | None = None,
 ) -> ProduceResult:
     """Send a workload's events to Kafka (``kafka://HOST:PORT``) or a capture directory, and
     write its expected final state."""
@@ -221,7 +222,7 @@ def produce_workload(
         topics=topics,
     )
     rows = ddl = 0
-    for event in workload.events():
+    for event in workload.events() if events is None else events:
         rows += isinstance(event, RowChange)
         ddl += isinstance(event, DDLEvent)
         producer.send(event)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import string
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -123,6 +124,7 @@ class Workload:
     txn_size: int = 4
     watermark_every: int = 16
     ddl_every: int = 0  # 0: no DDL after the CREATE TABLEs
+    live_clock: bool = False  # commit ts from the wall clock (start_ms is then a floor)
     _state: dict[str, dict[Any, dict[str, Any]]] = field(default_factory=dict, init=False)
     _schemas: dict[str, TableSchema] = field(default_factory=dict, init=False)
     _pools: dict[str, _KeyPool] = field(default_factory=dict, init=False)
@@ -140,7 +142,7 @@ class Workload:
 
     def events(self) -> Iterator[Event]:
         rng = random.Random(self.seed)
-        clock = _Clock(self.start_ms)
+        clock = _Clock(self.start_ms, self.live_clock)
         self._state, self._schemas, self._pools = {}, {}, {}
         for schema in self.table_schemas():
             self._schemas[schema.qualified_name] = schema
@@ -301,13 +303,21 @@ class _KeyPool:
 
 
 class _Clock:
-    """Commit timestamps: milliseconds advance, the logical part counts within a millisecond."""
+    """Commit timestamps: milliseconds advance, the logical part counts within a millisecond.
 
-    def __init__(self, start_ms: int) -> None:
+    A live clock follows the wall clock (never going back), for latency measurements."""
+
+    def __init__(self, start_ms: int, live: bool = False) -> None:
         self.ms = start_ms
         self.logical = 0
+        self.live = live
 
     def next(self) -> int:
+        if self.live:
+            now = int(time.time() * 1000)
+            if now > self.ms:
+                self.ms, self.logical = now, 0
+                return compose_ts(self.ms, 0)
         self.logical += 1
         if self.logical >= 4:
             self.ms += 1

@@ -40,6 +40,7 @@ class PipelineConfig:
     source_options: dict[str, str] = field(default_factory=dict)  # e.g. maxOffsetsPerTrigger
     on_error: str = "dead-letter"
     dead_letters: str | None = None
+    track_commits: bool = False  # report applied commit ts per batch (latency measurements)
 
 
 def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
@@ -100,6 +101,7 @@ def start(
         mode=config.mode,
         dead_letters=dead,
         on_error="stop" if config.on_error == "stop" else "dead-letter",
+        track_commits=config.track_commits,
     )
     changelog = decode(
         source_df,
