@@ -32,7 +32,8 @@ from ticdc_spark.spark.pipeline import PipelineConfig, read_source, start  # noq
 from ticdc_spark.workload import Workload  # noqa: E402
 
 PROTOCOL = "canal-json"
-OPTIONS = {"enable-tidb-extension": "true"}
+OPTIONS: dict[str, str] = {"enable-tidb-extension": "true"}
+PROTOCOL_OPTIONS = {"canal-json": {"enable-tidb-extension": "true"}, "open-protocol": {}}
 
 
 def _topics(workload: Workload, expression: str) -> list[str]:
@@ -40,12 +41,17 @@ def _topics(workload: Workload, expression: str) -> list[str]:
     return sorted({router.topic(s.database, s.table) for s in workload.table_schemas()})
 
 
-def _config(bootstrap: str, topics: list[str], root: Path, trigger: str,
-            max_offsets: int) -> PipelineConfig:
+def _config(
+    bootstrap: str, topics: list[str], root: Path, trigger: str, max_offsets: int
+) -> PipelineConfig:
     return PipelineConfig(
-        source=f"kafka://{bootstrap}/{','.join(topics)}", protocol=PROTOCOL,
-        target=f"delta:{root / 'lake'}", checkpoint=str(root / "checkpoint"), options=OPTIONS,
-        trigger=trigger, source_options={"maxOffsetsPerTrigger": str(max_offsets)},
+        source=f"kafka://{bootstrap}/{','.join(topics)}",
+        protocol=PROTOCOL,
+        target=f"delta:{root / 'lake'}",
+        checkpoint=str(root / "checkpoint"),
+        options=OPTIONS,
+        trigger=trigger,
+        source_options={"maxOffsetsPerTrigger": str(max_offsets)},
         track_commits=True,
     )
 
@@ -55,26 +61,40 @@ def throughput(spark: Any, bootstrap: str, rows: int, root: Path) -> None:
     expression = "bench_{schema}"
     print(f"producing {rows:,} changes to the broker ...", flush=True)
     started = time.perf_counter()
-    produce_workload(workload, PROTOCOL, OPTIONS, f"kafka://{bootstrap}", topic=expression,
-                     partitions=2, kafka_config=ONE_RECORD_PER_REQUEST)
+    produce_workload(
+        workload,
+        PROTOCOL,
+        OPTIONS,
+        f"kafka://{bootstrap}",
+        topic=expression,
+        partitions=2,
+        kafka_config=ONE_RECORD_PER_REQUEST,
+    )
     print(f"  produced in {time.perf_counter() - started:.0f}s", flush=True)
     config = _config(bootstrap, _topics(workload, expression), root, "once", 250_000)
     reports: list[Any] = []
     started = time.perf_counter()
-    start(spark, read_source(spark, config.source, config.source_options), config,
-          on_batch=reports.append).awaitTermination()
+    start(
+        spark,
+        read_source(spark, config.source, config.source_options),
+        config,
+        on_batch=reports.append,
+    ).awaitTermination()
     seconds = time.perf_counter() - started
     applied = sum(r.rows_in for r in reports)
-    print(f"\nend to end, {applied:,} changes from broker to Delta, local[2]: "
-          f"{seconds:.1f}s, {applied / seconds:,.0f} rows/s over {len(reports)} micro-batches "
-          f"(apply stage alone: {sum(r.seconds for r in reports):.1f}s)")
+    print(
+        f"\nend to end, {applied:,} changes from broker to Delta, local[2]: "
+        f"{seconds:.1f}s, {applied / seconds:,.0f} rows/s over {len(reports)} micro-batches "
+        f"(apply stage alone: {sum(r.seconds for r in reports):.1f}s)"
+    )
 
 
 def latency(spark: Any, bootstrap: str, rate: int, seconds: int, root: Path) -> None:
     import numpy as np
 
-    workload = Workload(seed=10, rows=rate * seconds, tables=2, watermark_every=4,
-                        live_clock=True, txn_size=4)
+    workload = Workload(
+        seed=10, rows=rate * seconds, tables=2, watermark_every=4, live_clock=True, txn_size=4
+    )
     expression = "live_{schema}"
     config = _config(bootstrap, _topics(workload, expression), root, "1", 1_000_000)
     finished: list[tuple[float, Any]] = []
@@ -83,21 +103,28 @@ def latency(spark: Any, bootstrap: str, rate: int, seconds: int, root: Path) -> 
         now = time.time()
         finished.extend((now, ts) for ts in report.commit_ts)
 
-    producer = threading.Thread(target=_paced_producer, args=(workload, bootstrap, expression,
-                                                              rate))
+    producer = threading.Thread(
+        target=_paced_producer, args=(workload, bootstrap, expression, rate)
+    )
     producer.start()
-    query = start(spark, read_source(spark, config.source, config.source_options), config,
-                  on_batch=on_batch)
+    query = start(
+        spark, read_source(spark, config.source, config.source_options), config, on_batch=on_batch
+    )
     producer.join()
     time.sleep(8)  # let the last watermarks through
     query.stop()
-    lat = np.concatenate([now * 1000 - (ts.to_numpy() >> 18) for now, ts in finished]
-                         ) if finished else np.array([])
+    lat = (
+        np.concatenate([now * 1000 - (ts.to_numpy() >> 18) for now, ts in finished])
+        if finished
+        else np.array([])
+    )
     if not len(lat):
         print("no rows applied during the latency run")
         return
-    print(f"\nlatency, commit to applied, {len(lat):,} changes at ~{rate:,} rows/s, 1 s trigger:"
-          f" p50 {np.percentile(lat, 50) / 1000:.2f}s, p99 {np.percentile(lat, 99) / 1000:.2f}s")
+    print(
+        f"\nlatency, commit to applied, {len(lat):,} changes at ~{rate:,} rows/s, 1 s trigger:"
+        f" p50 {np.percentile(lat, 50) / 1000:.2f}s, p99 {np.percentile(lat, 99) / 1000:.2f}s"
+    )
 
 
 def _paced_producer(workload: Workload, bootstrap: str, expression: str, rate: int) -> None:
@@ -106,8 +133,16 @@ def _paced_producer(workload: Workload, bootstrap: str, expression: str, rate: i
             time.sleep(1 / rate)
             yield event
 
-    produce_workload(workload, PROTOCOL, OPTIONS, f"kafka://{bootstrap}", topic=expression,
-                     partitions=2, kafka_config=ONE_RECORD_PER_REQUEST, events=paced())
+    produce_workload(
+        workload,
+        PROTOCOL,
+        OPTIONS,
+        f"kafka://{bootstrap}",
+        topic=expression,
+        partitions=2,
+        kafka_config=ONE_RECORD_PER_REQUEST,
+        events=paced(),
+    )
 
 
 def end_to_end(spark: Any, rows: int, rate: int = 2000, seconds: int = 30) -> None:
@@ -121,13 +156,16 @@ def end_to_end(spark: Any, rows: int, rate: int = 2000, seconds: int = 30) -> No
 
 
 def main() -> None:
+    global PROTOCOL, OPTIONS
     from ticdc_spark.spark.session import local_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=2000, help="rows/s in the latency run")
     parser.add_argument("--seconds", type=int, default=30, help="length of the latency run")
+    parser.add_argument("--protocol", default=PROTOCOL, choices=sorted(PROTOCOL_OPTIONS))
     args = parser.parse_args()
+    PROTOCOL, OPTIONS = args.protocol, PROTOCOL_OPTIONS[args.protocol]
     spark = local_session("e2e-bench")
     spark.sparkContext.setLogLevel("ERROR")
     end_to_end(spark, args.rows, args.rate, args.seconds)

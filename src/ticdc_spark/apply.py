@@ -127,6 +127,7 @@ class BatchReport:
     watermark: int = 0
     seconds: float = 0.0
     skipped_steps: int = 0
+    read_seconds: float = 0.0  # reading and decoding the micro-batch (Spark)
     tables: dict[str, int] = field(default_factory=dict)
     commit_ts: list[Any] = field(default_factory=list)  # per applied step (with track_commits)
 

@@ -198,9 +198,16 @@ class ChangelogBuilder:
         column.offsets.append(len(column.keys))
         column.nulls.append(after is None)
 
-    def add_events(self, events: Iterable[Event], topic: str, partition: int, offset: int) -> None:
+    def add_events(
+        self,
+        events: Iterable[Event],
+        topic: str,
+        partition: int,
+        offset: int,
+        first_seq: int = 0,
+    ) -> None:
         """Append decoded events (the generic path: canonical values -> text)."""
-        for seq, event in enumerate(events):
+        for seq, event in enumerate(events, first_seq):
             position = (topic, partition, offset, seq)
             if isinstance(event, RowChange):
                 schema = event.schema
@@ -211,7 +218,7 @@ class ChangelogBuilder:
                     event.commit_ts,
                     image_to_text(schema, event.before),
                     image_to_text(schema, event.after),
-                    self._schema_of(schema) or "",
+                    self.schema_text(schema) or "",
                     position,
                     event.handle_key_only,
                 )
@@ -224,7 +231,7 @@ class ChangelogBuilder:
                     position,
                     sql=event.query,
                     ddl_type=event.ddl_type.name,
-                    schema=self._schema_of(event.schema),
+                    schema=self.schema_text(event.schema),
                 )
             elif isinstance(event, Watermark):
                 self._add_other(WATERMARK, "", "", event.ts, position)
@@ -235,7 +242,7 @@ class ChangelogBuilder:
                     event.schema.table,
                     0,
                     position,
-                    schema=self._schema_of(event.schema),
+                    schema=self.schema_text(event.schema),
                 )
 
     def add_error(
@@ -252,7 +259,8 @@ class ChangelogBuilder:
             ERROR, "", "", 0, (topic, partition, offset, 0), error=reason, key=key, value=value
         )
 
-    def _schema_of(self, schema: TableSchema | None) -> str | None:
+    def schema_text(self, schema: TableSchema | None) -> str | None:
+        """The schema JSON of a schema object (computed once per object)."""
         if schema is None:
             return None
         hit = self._schema_text.get(id(schema))

@@ -41,7 +41,9 @@ __all__ = ["ConsumerState", "DDLStep", "Plan", "Planner", "TableChanges"]
 log = logging.getLogger(__name__)
 
 TableKey = tuple[str, str]
-_ORDER = ["commit_ts", "topic", "partition", "offset", "seq"]
+# Release order.  The topic is left out: a key belongs to one table, so to one topic, and
+# sorting on a string column is the costliest part of planning.
+_ORDER = ["commit_ts", "partition", "offset", "seq"]
 
 
 @dataclass
@@ -153,22 +155,35 @@ class Planner:
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._schema_texts: list[str] = []
+        self._images: Any = None
 
     def plan(self, changelog: Any) -> Plan:
-        """Plan one micro-batch of changelog rows (a pyarrow Table)."""
+        """Plan one micro-batch of changelog rows (a pyarrow Table).
+
+        Planning works on the narrow columns; the row images (the wide, costly part) are
+        gathered once, for the rows each step applies and the rows held back.
+        """
         import pyarrow as pa
         import pyarrow.compute as pc
 
         plan = Plan()
-        errors = changelog.filter(pc.equal(changelog["kind"], ERROR))
-        batch = changelog.filter(pc.not_equal(changelog["kind"], ERROR))
-        plan.rows_in = int(pc.sum(pc.equal(batch["kind"], ROW)).as_py() or 0)
-        # Schema JSON is written in decode order, so number it before anything reorders rows.
         held = self.state.held
-        batch = self._number_schemas(_concat([held, batch]) if held is not None else batch)
+        full = _concat([held, changelog]) if held is not None else changelog
+        self._images = full.select(["before", "after"])
+        narrow = full.drop_columns(["before", "after"]).append_column(
+            "_row", pa.array(range(full.num_rows), pa.int64())
+        )
+        # Schema JSON is written in decode order, so number it before anything reorders rows.
+        narrow = self._number_schemas(narrow)
         held_rows = held.num_rows if held is not None else 0
-        pending_held, batch = batch.slice(0, held_rows), batch.slice(held_rows)
-        batch = _sorted(batch, ["topic", "partition", "offset", "seq"])
+        pending_held, batch = narrow.slice(0, held_rows), narrow.slice(held_rows)
+        is_error = pc.equal(batch["kind"], ERROR)
+        errors = batch.filter(is_error) if pc.any(is_error).as_py() else None
+        if errors is not None:
+            batch = batch.filter(pc.invert(is_error))
+        plan.rows_in = int(pc.sum(pc.equal(batch["kind"], ROW)).as_py() or 0)
+        # No sort: a changelog keeps every partition's records in offset order, which is all
+        # replay detection needs.
         batch, plan.replays = self._drop_replays(batch)
         self._learn_watermarks(batch)
         pending = _concat(
@@ -188,6 +203,13 @@ class Planner:
                 self.state.applied_ts, int(pc.max(ready["commit_ts"]).as_py() or 0)
             )
         return plan
+
+    def _with_images(self, rows: Any) -> Any:
+        """Narrow rows with their before/after images attached again."""
+        images = self._images.take(rows["_row"])
+        return rows.append_column("before", images["before"]).append_column(
+            "after", images["after"]
+        )
 
     # -- schemas carried by rows ------------------------------------------------------------
 
@@ -243,7 +265,7 @@ class Planner:
         rows = rows.set_column(
             rows.schema.get_field_index("schema"), "schema", pa.array(texts, pa.string())
         )
-        return rows.drop_columns(["_schema_id"])
+        return self._with_images(rows).drop_columns(["_schema_id", "_row"])
 
     # -- watermarks -----------------------------------------------------------------------
 
@@ -364,7 +386,7 @@ class Planner:
             if not part.num_rows:
                 continue
             schema = self._table_schema(key, part)
-            changes, bad = final_changes(part, schema)
+            changes, bad = final_changes(self._with_images(part), schema)
             unusable.append(bad)
             if changes.num_rows:
                 plan.steps.append(TableChanges(database, table, schema, changes))
@@ -423,37 +445,92 @@ def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
     Keys are the schema's handle key (all columns when the table has none).  An UPDATE that
     changes the key becomes a delete of the old key just before the update of the new one.
     A change that carries only key columns (handle-key-only large messages) can be applied
-    only if it is a delete.
+    only if it is a delete.  The result has ``op`` (insert/update/delete), ``commit_ts``,
+    ``image`` (the after image, or the before image for deletes), ``key_only`` and the
+    source position.  Keys are compared on narrow text columns; the images are gathered
+    once, for the winners.
     """
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     key_columns = list(schema.handle_key) or list(schema.column_names)
-    # Even order numbers for the changes, the odd one before each for a moved key's delete.
-    rows = rows.append_column("_order", pa.array(range(0, 2 * rows.num_rows, 2), pa.int64()))
-    bad_mask = pc.and_(rows["key_only"], pc.not_equal(rows["op"], "DELETE"))
-    bad = rows.filter(bad_mask)
-    rows = rows.filter(pc.invert(bad_mask))
-    changes = _concat([_effective(rows), _moved_key_deletes(rows, key_columns)])
+    n = rows.num_rows
+    ops = rows["op"]
+    is_delete = pc.equal(ops, "DELETE").to_numpy(zero_copy_only=False)
+    bad = np.asarray(rows["key_only"].to_numpy(zero_copy_only=False), dtype=bool) & ~is_delete
+    before = [pc.map_lookup(rows["before"], k, "first") for k in key_columns]
+    after = [pc.map_lookup(rows["after"], k, "first") for k in key_columns]
+    moved = np.zeros(n, dtype=bool)
+    is_update = pc.equal(ops, "UPDATE").to_numpy(zero_copy_only=False)
+    for old, new in zip(before, after, strict=True):
+        differs = pc.fill_null(pc.not_equal(old, new), pc.xor(pc.is_null(old), pc.is_null(new)))
+        moved |= differs.to_numpy(zero_copy_only=False)
+    moved &= is_update & ~bad
+    keep = ~bad
+    mask = pa.array(is_delete)
+    source = np.arange(n)[keep]
+    keys = [
+        pc.if_else(mask, old, new).filter(pa.array(keep))
+        for old, new in zip(before, after, strict=True)
+    ]
+    order = source * 2  # even numbers for changes, the odd one before for a moved key's delete
+    use_before = is_delete[keep]
+    moved_source = np.arange(n)[moved]
+    if len(moved_source):
+        keys = [
+            pa.concat_arrays([k, old.filter(pa.array(moved))])
+            for k, old in zip(keys, before, strict=True)
+        ]
+        source = np.concatenate([source, moved_source])
+        order = np.concatenate([order, moved_source * 2 - 1])
+        use_before = np.concatenate([use_before, np.ones(len(moved_source), dtype=bool)])
     groups = pa.table(
-        {
-            **{
-                f"k{i}": pc.map_lookup(changes["image"], name, "first")
-                for i, name in enumerate(key_columns)
-            },
-            "_order": changes["_order"],
-        }
+        {**{f"k{i}": k for i, k in enumerate(keys)}, "_order": pa.array(order, pa.int64())}
     )
-    last = groups.group_by([f"k{i}" for i in range(len(key_columns))], use_threads=False).aggregate(
+    last = groups.group_by([f"k{i}" for i in range(len(keys))], use_threads=False).aggregate(
         [("_order", "max")]
     )
-    final = changes.filter(pc.is_in(changes["_order"], last["_order_max"]))
-    final = final.sort_by([("_order", "ascending")]).drop_columns(["_order"])
+    winners = np.sort(last["_order_max"].to_numpy())
+    position = np.searchsorted(order, winners) if _is_sorted(order) else None
+    if position is None:
+        by_order = np.argsort(order, kind="stable")
+        position = by_order[np.searchsorted(order[by_order], winners)]
+    picked = source[position]
+    final = rows.take(pa.array(picked))
+    ops_final = np.where(
+        use_before[position],
+        "delete",
+        np.where(
+            pc.equal(final["op"], "INSERT").to_numpy(zero_copy_only=False), "insert", "update"
+        ),
+    )
+    chosen = use_before[position]
+    both = pa.concat_arrays([final["after"].combine_chunks(), final["before"].combine_chunks()])
+    image = both.take(pa.array(np.arange(len(picked)) + chosen * len(picked)))
+    final = pa.table(
+        {
+            "op": pa.array(ops_final, pa.string()),
+            "commit_ts": final["commit_ts"],
+            "image": image,
+            "key_only": final["key_only"],
+            "topic": final["topic"],
+            "partition": final["partition"],
+            "offset": final["offset"],
+            "seq": final["seq"],
+        }
+    )
     reason = (
         "only the handle-key columns were sent (a large message); the full row must be "
         "read from upstream TiDB"
     )
-    return final, dead_letters(bad, reason)
+    return final, dead_letters(rows.filter(pa.array(bad)), reason) if bad.any() else None
+
+
+def _is_sorted(values: Any) -> bool:
+    import numpy as np
+
+    return bool(len(values) < 2 or np.all(values[:-1] <= values[1:]))
 
 
 def dead_letters(rows: Any, reason: str | None = None) -> Any:
@@ -477,59 +554,6 @@ def dead_letters(rows: Any, reason: str | None = None) -> Any:
             "error": error,
             "key": column("key", pa.binary()),
             "value": column("value", pa.binary()),
-        }
-    )
-
-
-def _effective(rows: Any) -> Any:
-    """One row per change: op, commit ts, image (after, or before for deletes), position."""
-    import pyarrow.compute as pc
-
-    is_delete = pc.equal(rows["op"], "DELETE")
-    image = pc.if_else(is_delete, rows["before"], rows["after"])
-    ops = pc.if_else(
-        is_delete, "delete", pc.if_else(pc.equal(rows["op"], "INSERT"), "insert", "update")
-    )
-    return _project(rows, ops, image, rows["_order"])
-
-
-def _moved_key_deletes(rows: Any, key_columns: list[str]) -> Any:
-    """Deletes of the old key of every UPDATE that changed its key."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    updates = rows.filter(pc.equal(rows["op"], "UPDATE"))
-    if not updates.num_rows:
-        return None
-    changed = pa.array([False] * updates.num_rows)
-    for name in key_columns:
-        before = pc.map_lookup(updates["before"], name, "first")
-        after = pc.map_lookup(updates["after"], name, "first")
-        differs = pc.fill_null(
-            pc.not_equal(before, after), pc.xor(pc.is_null(before), pc.is_null(after))
-        )
-        changed = pc.or_(changed, differs)
-    moved = updates.filter(changed)
-    if not moved.num_rows:
-        return None
-    ops = pa.array(["delete"] * moved.num_rows, pa.string())
-    return _project(moved, ops, moved["before"], pc.subtract(moved["_order"], 1))
-
-
-def _project(rows: Any, ops: Any, image: Any, order: Any) -> Any:
-    import pyarrow as pa
-
-    return pa.table(
-        {
-            "op": ops,
-            "commit_ts": rows["commit_ts"],
-            "image": image,
-            "key_only": rows["key_only"],
-            "topic": rows["topic"],
-            "partition": rows["partition"],
-            "offset": rows["offset"],
-            "seq": rows["seq"],
-            "_order": order,
         }
     )
 

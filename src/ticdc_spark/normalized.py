@@ -96,14 +96,34 @@ def _columns_json(schema: TableSchema) -> dict[str, str]:
 
 
 def image_to_text(schema: TableSchema, image: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """An image's values in the normalized text form (None stays None)."""
     if image is None:
         return None
+    formatters = _schema_formatters(schema)
     out: dict[str, Any] = {}
     for name, value in image.items():
-        column = schema.get(name)
-        ctype = column.type if column is not None else ColumnType("varchar")
-        out[name] = None if value is None else _formatter(ctype)(value)
+        if value is None:
+            out[name] = None
+        else:
+            formatter = formatters.get(name)
+            if formatter is None:
+                formatter = formatters[name] = _formatter(ColumnType("varchar"))
+            out[name] = formatter(value)
     return out
+
+
+_FORMATTERS_BY_SCHEMA: dict[int, tuple[TableSchema, dict[str, Callable[[Any], str]]]] = {}
+
+
+def _schema_formatters(schema: TableSchema) -> dict[str, Callable[[Any], str]]:
+    """Per-column formatters, kept per schema object (hashing types per value is slow)."""
+    hit = _FORMATTERS_BY_SCHEMA.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        if len(_FORMATTERS_BY_SCHEMA) > 4096:
+            _FORMATTERS_BY_SCHEMA.clear()
+        hit = (schema, {c.name: _formatter(c.type) for c in schema.columns})
+        _FORMATTERS_BY_SCHEMA[id(schema)] = hit
+    return hit[1]
 
 
 @lru_cache(maxsize=4096)

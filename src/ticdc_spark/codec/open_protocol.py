@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec.base import Message, Route
 from ticdc_spark.codec.common import (
     LRUCache,
@@ -232,6 +233,50 @@ def _wire_decoder(ctype: ColumnType, code: int, legacy: bool) -> Callable[[Any],
     if family is Family.JSON:
         return lambda v: v if isinstance(v, str) else orjson.dumps(v).decode()
     return _identity
+
+
+def _wire_text(
+    ctype: ColumnType, code: int, legacy: bool, decode: Callable[[Any], Any]
+) -> Callable[[Any], Any]:
+    """Wire value -> the changelog's text form, skipping the canonical value where the wire
+    already holds the text (the Spark decode stage's fast path; the sink checks values)."""
+    family = ctype.family
+    if code in _BASE64_CODES:
+        return _expect_str if family is Family.BYTES else _text_from_base64
+    if code in _QUOTED_CODES and not legacy:
+        return _quoted_to_base64 if family is Family.BYTES else _expect_str
+    if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
+        return _int_text
+    if family in (Family.FLOAT, Family.DOUBLE):
+        return _number_text
+    if family in (Family.DECIMAL, Family.DATE, Family.DATETIME, Family.TIME):
+        return _expect_str
+    formatter = _text_of(ctype)
+    return lambda v: formatter(decode(v))
+
+
+def _text_of(ctype: ColumnType) -> Callable[[Any], str]:
+    if ctype.family is Family.BYTES:
+        return lambda v: (
+            binascii.b2a_base64(v, newline=False).decode() if isinstance(v, bytes) else str(v)
+        )
+    return lambda v: str(v) if isinstance(v, str) else text_formatter(ctype)(v)
+
+
+def _int_text(value: Any) -> str:
+    return str(value) if type(value) is int else str(_lenient_int(value))
+
+
+def _number_text(value: Any) -> str:
+    if type(value) is int:
+        return str(value)
+    if type(value) is float:
+        return repr(value)
+    return repr(_number(value))
+
+
+def _quoted_to_base64(value: Any) -> str:
+    return binascii.b2a_base64(go_unquote(_expect_str(value)), newline=False).decode()
 
 
 def _lenient_int(value: Any) -> Any:
@@ -543,8 +588,15 @@ class _RowPlan:
     the function reading its values.  Messages are checked against it column by column."""
 
     schema: TableSchema
-    columns: dict[str, tuple[Any, Any, Any, Callable[[Any], Any]]]
+    # name -> (type code, flag, handle, wire -> canonical value, wire -> changelog text)
+    columns: dict[str, tuple[Any, Any, Any, Callable[[Any], Any], Callable[[Any], Any]]]
     temporal: tuple[str, ...]
+
+
+class _TextRowChange(RowChange):
+    """A row change whose images hold changelog text instead of canonical values."""
+
+    __slots__ = ()
 
 
 class _ShapeChanged(Exception):
@@ -573,7 +625,32 @@ class OpenProtocolDecoder:
             return list(self._events(message.key, message.value or b""))
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _events(self, key: bytes, value: bytes) -> Iterator[Event]:
+    def decode_changelog(self, message: Message, builder: ChangelogBuilder) -> None:
+        """Append the message's changelog rows, with row images built straight from the
+        wire values (no canonical values); the Spark decode stage's fast path."""
+        with decoding(PROTOCOL, message):
+            if message.key is None:
+                raise DecodeError("an Open Protocol message needs a key")
+            events = list(self._events(message.key, message.value or b"", text=True))
+        topic, partition, offset = message.topic, message.partition or 0, message.offset or 0
+        for seq, event in enumerate(events):
+            if isinstance(event, _TextRowChange):
+                schema = event.schema
+                builder.add_row(
+                    event.kind.value,
+                    schema.database,
+                    schema.table,
+                    event.commit_ts,
+                    event.before,
+                    event.after,
+                    builder.schema_text(schema),
+                    (topic, partition, offset, seq),
+                    event.handle_key_only,
+                )
+            else:
+                builder.add_events([event], topic, partition, offset, first_seq=seq)
+
+    def _events(self, key: bytes, value: bytes, text: bool = False) -> Iterator[Event]:
         if len(key) < 8:
             raise DecodeError(f"key has {len(key)} bytes, shorter than the 8-byte version")
         version = _U64.unpack_from(key)[0]
@@ -583,11 +660,11 @@ class OpenProtocolDecoder:
         for key_json in keys:
             key_obj = require_dict(loads(key_json, "event key"), "event key")
             value_json = next(values, None)
-            yield self._event(key_obj, value_json)
+            yield self._event(key_obj, value_json, text)
         if next(values, None) is not None:
             raise DecodeError("value has more entries than key")
 
-    def _event(self, key: dict[str, Any], value: bytes | None) -> Event:
+    def _event(self, key: dict[str, Any], value: bytes | None, text: bool = False) -> Event:
         kind = key.get("t")
         if kind is None:  # no type: classify by the value, as TiCDC's Java example does
             kind = _guess_kind(value)
@@ -612,7 +689,7 @@ class OpenProtocolDecoder:
             raise DecodeError(f"unknown event type t={kind!r}")
         if key.get("ccl"):
             return self._claim_checked(key)
-        return self._row(key, require_dict(loads(value, "row value"), "row value"), ts)
+        return self._row(key, require_dict(loads(value, "row value"), "row value"), ts, text)
 
     def _claim_checked(self, key: dict[str, Any]) -> Event:
         if self._storage is None:
@@ -625,7 +702,9 @@ class OpenProtocolDecoder:
             raise DecodeError("claim-check file must hold exactly one event")
         return events[0]
 
-    def _row(self, key: dict[str, Any], value: dict[str, Any], ts: int) -> RowChange:
+    def _row(
+        self, key: dict[str, Any], value: dict[str, Any], ts: int, text: bool = False
+    ) -> RowChange:
         deleted = value.get("d")
         if deleted:
             kind, columns = RowKind.DELETE, require_dict(deleted, "d")
@@ -638,13 +717,13 @@ class OpenProtocolDecoder:
         try:
             if plan is None:
                 raise _ShapeChanged
-            image = _image(plan, columns)
-            old_image = _image(plan, old_raw) if old_raw is not None else None
+            image = _image(plan, columns, text)
+            old_image = _image(plan, old_raw, text) if old_raw is not None else None
         except _ShapeChanged:
             plan = self._plans.put(cache_key, _build_plan(key, columns))
-            image = _image(plan, columns)
+            image = _image(plan, columns, text)
             try:
-                old_image = _image(plan, old_raw) if old_raw is not None else None
+                old_image = _image(plan, old_raw, text) if old_raw is not None else None
             except _ShapeChanged:
                 raise DecodeError("'p' has a column that 'u' lacks or types differently") from None
         before = after = None
@@ -655,10 +734,10 @@ class OpenProtocolDecoder:
             if old_image is not None:
                 before = {**after, **old_image}  # p may hold only the changed columns
         schema = plan.schema
-        if plan.temporal:
+        if plan.temporal and not text:
             schema = self._fsp.apply(schema, plan.temporal, _raw(columns), _raw(old_raw))
         partition = key.get("ptn")
-        return RowChange(
+        return (_TextRowChange if text else RowChange)(
             kind,
             schema,
             ts,
@@ -696,7 +775,8 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
             )
         )
         decode = _wire_decoder(ctype, code, legacy)
-        entries[name] = (code, flags, handle if legacy else _ANY, decode)
+        to_text = _wire_text(ctype, code, legacy, decode)
+        entries[name] = (code, flags, handle if legacy else _ANY, decode, to_text)
     schema = TableSchema(_str_field(key, "scm"), _str_field(key, "tbl"), tuple(columns))
     return _RowPlan(schema, entries, temporal_columns(schema))
 
@@ -704,14 +784,17 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
 _ANY = object()  # "h" is not checked when "f" (which carries the handle bit) is present
 
 
-def _image(plan: _RowPlan, columns: dict[str, Any]) -> dict[str, Any]:
+def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[str, Any]:
+    """A row image from its wire columns: canonical values, or changelog text."""
     entries = plan.columns
     out = {}
     for name, column in columns.items():
         entry = entries.get(name)
         if entry is None:
             raise _ShapeChanged
-        code, flags, handle, decode = entry
+        code, flags, handle, decode, to_text = entry
+        if text:
+            decode = to_text
         try:
             if (
                 column["t"] != code

@@ -115,8 +115,8 @@ def table_arrow_schema(schema: TableSchema) -> Any:
 def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
     """Typed target rows for planned changes, and the changes that failed to convert.
 
-    ``changes`` has ``op``, ``commit_ts``, ``image`` (map of text) and position columns (see
-    :func:`ticdc_spark.consume.final_changes`).  Returns ``(rows, bad)`` where ``bad`` holds
+    ``changes`` has ``op``, ``commit_ts``, ``image`` (a map of text) and position columns
+    (see :func:`ticdc_spark.consume.final_changes`).  Returns ``(rows, bad)`` where ``bad`` holds
     the position and reason of every change with a value its column cannot hold.
     """
     import pyarrow as pa
@@ -209,7 +209,12 @@ def _temporal(ctype: ColumnType, text: Any, target: Any) -> Any:
     import pyarrow.compute as pc
 
     try:
-        return pc.cast(text, target)
+        values = pc.cast(text, target)
+        # Arrow takes year 0, which MySQL treats like its zero dates and Python cannot hold.
+        before_year_one = pc.less(pc.year(values), 1)
+        if pc.any(before_year_one).as_py():
+            values = pc.if_else(before_year_one, pa.scalar(None, target), values)
+        return values
     except pa.ArrowInvalid:
         pass
     parse = parse_date if ctype.family is Family.DATE else parse_datetime

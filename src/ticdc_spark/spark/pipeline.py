@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +112,11 @@ def start(
     )
 
     def apply_batch(batch_df: Any, batch_id: int) -> None:
-        report = applier.apply(batch_df.toArrow(), int(batch_id))
+        started = time.perf_counter()
+        changes = batch_df.toArrow()  # runs the read and decode stages of this micro-batch
+        read_seconds = time.perf_counter() - started
+        report = applier.apply(changes, int(batch_id))
+        report.read_seconds = read_seconds
         if on_batch is not None:
             on_batch(report)
 
