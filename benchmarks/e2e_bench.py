@@ -24,12 +24,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from kafka_broker import ONE_RECORD_PER_REQUEST, Broker  # noqa: E402
-
-from ticdc_spark.dispatch import TopicRouter  # noqa: E402
-from ticdc_spark.produce import produce_workload  # noqa: E402
-from ticdc_spark.spark.pipeline import PipelineConfig, read_source, start  # noqa: E402
-from ticdc_spark.workload import Workload  # noqa: E402
+from kafka_broker import ONE_RECORD_PER_REQUEST, Broker
+from ticdc_spark.dispatch import TopicRouter
+from ticdc_spark.produce import produce_workload
+from ticdc_spark.spark.pipeline import PipelineConfig, read_source, start
+from ticdc_spark.workload import Workload
 
 PROTOCOL = "canal-json"
 OPTIONS: dict[str, str] = {"enable-tidb-extension": "true"}

@@ -643,7 +643,7 @@ class OpenProtocolDecoder:
                     event.commit_ts,
                     event.before,
                     event.after,
-                    builder.schema_text(schema),
+                    builder.schema_text(schema) or "",
                     (topic, partition, offset, seq),
                     event.handle_key_only,
                 )
