@@ -21,12 +21,10 @@ from __future__ import annotations
 import datetime as _dt
 import re
 import zlib
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ticdc_spark.codec.base import Message, Route
 from ticdc_spark.codec.gotext import go_float
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import RowChange, RowKind
@@ -127,23 +125,3 @@ def make_dispatcher(spec: str) -> PartitionDispatcher:
     """Parse ``default``, ``ts``, ``index-value`` or ``columns:a,b``."""
     rule, _, cols = spec.partition(":")
     return PartitionDispatcher(rule.strip(), tuple(c.strip() for c in cols.split(",") if c))
-
-
-def place(
-    messages: Iterable[Message], topic: str, partitions: int, chosen: int | None = None
-) -> list[Message]:
-    """Expand messages to their destinations within one topic.
-
-    Rows go to ``chosen`` (the dispatched partition), first-partition messages to 0, and
-    broadcast messages to every partition.
-    """
-    placed: list[Message] = []
-    for message in messages:
-        if message.route is Route.DISPATCH:
-            targets: Iterable[int] = (chosen or 0,)
-        elif message.route is Route.FIRST_PARTITION:
-            targets = (0,)
-        else:
-            targets = range(partitions)
-        placed.extend(replace(message, topic=topic, partition=p) for p in targets)
-    return placed

@@ -671,12 +671,7 @@ class CanalJSONDecoder:
     def _text_rows(
         self, obj: dict[str, Any], kind: RowKind
     ) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None, _DecodePlan]]:
-        data = obj.get("data")
-        if not isinstance(data, list) or not data:
-            raise DecodeError(f"{kind.value} message needs a non-empty 'data' array")
-        old = obj.get("old") if kind is RowKind.UPDATE else None
-        if old is not None and (not isinstance(old, list) or len(old) != len(data)):
-            raise DecodeError("'old' must be an array as long as 'data'")
+        data, old = _data_and_old(obj, kind)
         plan = self._plan(obj, require_dict(data[0], "data row"))
         if len(data) == 1 and kind is not RowKind.UPDATE:  # TiCDC: one row per message
             image = _changelog_image(plan, data[0])
@@ -741,12 +736,7 @@ class CanalJSONDecoder:
         )
 
     def _rows(self, obj: dict[str, Any], kind: RowKind, tidb: dict[str, Any]) -> list[Event]:
-        data = obj.get("data")
-        if not isinstance(data, list) or not data:
-            raise DecodeError(f"{kind.value} message needs a non-empty 'data' array")
-        old = obj.get("old") if kind is RowKind.UPDATE else None
-        if old is not None and (not isinstance(old, list) or len(old) != len(data)):
-            raise DecodeError("'old' must be an array as long as 'data'")
+        data, old = _data_and_old(obj, kind)
         commit_ts = self._commit_ts(obj, tidb)
         only_key = tidb.get("onlyHandleKey") is True
         plan = self._plan(obj, require_dict(data[0], "data row"))
@@ -849,6 +839,17 @@ def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
         except (ValueError, UnicodeError) as exc:
             raise DecodeError(f"column {name!r}: {exc}") from None
     return out
+
+
+def _data_and_old(obj: dict[str, Any], kind: RowKind) -> tuple[list[Any], list[Any] | None]:
+    """The ``data`` rows and, for an UPDATE, the ``old`` rows aligned with them."""
+    data = obj.get("data")
+    if not isinstance(data, list) or not data:
+        raise DecodeError(f"{kind.value} message needs a non-empty 'data' array")
+    old = obj.get("old") if kind is RowKind.UPDATE else None
+    if old is not None and (not isinstance(old, list) or len(old) != len(data)):
+        raise DecodeError("'old' must be an array as long as 'data'")
+    return data, old
 
 
 _TEXT_TYPES = frozenset((str, type(None)))

@@ -110,8 +110,9 @@ class TableSink(abc.ABC):
         if not self.exists(key):
             self.create(schema)
             return
-        current = self.arrow_schema(key)
-        target = table_arrow_schema(schema)
+        self._add_missing(key, self.arrow_schema(key), table_arrow_schema(schema))
+
+    def _add_missing(self, key: TableKey, current: Any, target: Any) -> None:
         missing = [f for f in target if current.get_field_index(f.name) < 0]
         if missing:
             self.add_columns(key, missing)
@@ -154,7 +155,7 @@ class TableSink(abc.ABC):
             if target.get_field_index(f.name) >= 0
         )
         if same_names and same_types:
-            self.add_columns(key, [f for f in target if current.get_field_index(f.name) < 0])
+            self._add_missing(key, current, target)
         elif self.applied_version(key) < version:
             log.info("rewriting %s.%s to its new schema", *key)
             self.rewrite(schema, version)

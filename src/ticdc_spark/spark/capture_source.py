@@ -31,7 +31,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ticdc_spark.errors import CaptureError, ConfigError
 from ticdc_spark.io.capture import read_capture
-from ticdc_spark.spark.kafka_schema import record_batch, spark_kafka_schema
+from ticdc_spark.spark.kafka_schema import empty_columns, record_batch, spark_kafka_schema
 
 __all__ = ["CaptureDataSource", "register"]
 
@@ -79,19 +79,7 @@ class CaptureDataSource(DataSource):
 
 
 def _read_file(path: str, skip_bad: bool) -> Iterator[Any]:
-    columns: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "key",
-            "value",
-            "topic",
-            "partition",
-            "offset",
-            "timestamp",
-            "timestampType",
-            "headers",
-        )
-    }
+    columns = empty_columns()
     with open(path, "rb") as handle:
         records = read_capture(handle, source=Path(path).name)
         while True:
@@ -106,7 +94,7 @@ def _read_file(path: str, skip_bad: bool) -> Iterator[Any]:
             _append(columns, message)
             if len(columns["value"]) >= BATCH_ROWS:
                 yield record_batch(columns)
-                columns = {k: [] for k in columns}
+                columns = empty_columns()
     if columns["value"]:
         yield record_batch(columns)
 

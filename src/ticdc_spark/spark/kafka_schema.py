@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["KAFKA_COLUMNS", "arrow_kafka_schema", "empty_batch", "spark_kafka_schema"]
+__all__ = [
+    "KAFKA_COLUMNS",
+    "arrow_kafka_schema",
+    "empty_columns",
+    "record_batch",
+    "spark_kafka_schema",
+]
 
 KAFKA_COLUMNS = (
     "key",
@@ -25,6 +31,11 @@ SPARK_KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>"
 )
+
+
+def empty_columns() -> dict[str, list[Any]]:
+    """Column lists to fill record by record, then turn into a batch with record_batch."""
+    return {name: [] for name in KAFKA_COLUMNS}
 
 
 def spark_kafka_schema() -> str:
@@ -47,12 +58,6 @@ def arrow_kafka_schema() -> Any:
             ("headers", pa.list_(header)),
         ]
     )
-
-
-def empty_batch() -> Any:
-    import pyarrow as pa
-
-    return pa.RecordBatch.from_pylist([], schema=arrow_kafka_schema())
 
 
 def record_batch(columns: dict[str, list[Any]]) -> Any:

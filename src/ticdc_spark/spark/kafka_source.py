@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.io.kafka import client_config, redact
-from ticdc_spark.spark.kafka_schema import record_batch, spark_kafka_schema
+from ticdc_spark.spark.kafka_schema import empty_columns, record_batch, spark_kafka_schema
 
 __all__ = ["KafkaDataSource", "register"]
 
@@ -298,7 +298,7 @@ def _read_range(
         }
     )
     consumer.assign([TopicPartition(topic, partition, since)])
-    columns = _empty_columns()
+    columns = empty_columns()
     position, deadline = since, time.monotonic() + config.poll_timeout_s
     try:
         while position < until:
@@ -326,7 +326,7 @@ def _read_range(
                 _append(columns, message)
             if len(columns["offset"]) >= BATCH_ROWS:
                 yield record_batch(columns)
-                columns = _empty_columns()
+                columns = empty_columns()
     finally:
         consumer.close()
     if columns["offset"]:
@@ -341,22 +341,6 @@ def _on_error(error: Any, config: _Config, topic: str, partition: int, position:
         return
     hint = " (data lost; set failOnDataLoss=false to go on)" if lost else ""
     raise TiCDCSparkError(f"Kafka error at {topic}/{partition}@{position}: {error}{hint}")
-
-
-def _empty_columns() -> dict[str, list[Any]]:
-    return {
-        name: []
-        for name in (
-            "key",
-            "value",
-            "topic",
-            "partition",
-            "offset",
-            "timestamp",
-            "timestampType",
-            "headers",
-        )
-    }
 
 
 def _append(columns: dict[str, list[Any]], message: Any) -> None:
