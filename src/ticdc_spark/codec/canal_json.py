@@ -36,7 +36,6 @@ from ticdc_spark.codec.common import (
     LRUCache,
     TemporalFsp,
     changed_columns,
-    decoding,
     handle_key_image,
     loads,
     require_dict,
@@ -606,12 +605,17 @@ class CanalJSONDecoder:
         )
 
     def decode(self, message: Message) -> list[Event]:
-        with decoding(PROTOCOL, message):
-            if message.value is None:
+        try:  # (not a context manager: this runs once per message)
+            value = message.value
+            if value is None:
                 raise DecodeError("a Canal-JSON message needs a value")
-            value = decompress(message.value, self.options.large_message_handle_compression)
+            if self.options.large_message_handle_compression != "none":
+                value = decompress(value, self.options.large_message_handle_compression)
             return self.decode_object(require_dict(loads(value), "message"))
-        raise AssertionError("unreachable")  # pragma: no cover
+        except DecodeError as exc:
+            raise exc.at(message.position, PROTOCOL) from None
+        except INPUT_ERRORS as exc:
+            raise _input_error(exc, message) from None
 
     def decode_changelog(self, message: Message, builder: ChangelogBuilder) -> None:
         """Append the message's changelog rows, keeping the wire text (no typed values).
@@ -625,12 +629,7 @@ class CanalJSONDecoder:
         except DecodeError as exc:
             raise exc.at(message.position, PROTOCOL) from None
         except INPUT_ERRORS as exc:
-            raise DecodeError(
-                str(exc) or type(exc).__name__,
-                protocol=PROTOCOL,
-                position=message.position,
-                payload=message.value,
-            ) from None
+            raise _input_error(exc, message) from None
 
     def _changelog(self, message: Message, builder: ChangelogBuilder) -> None:
         value = message.value
@@ -749,18 +748,12 @@ class CanalJSONDecoder:
             if plan.temporal:
                 schema = self._fsp.apply(schema, plan.temporal, raw, raw_old)
             if kind is RowKind.DELETE:
-                events.append(
-                    RowChange(kind, schema, commit_ts, before=image, handle_key_only=only_key)
-                )
+                events.append(RowChange(kind, schema, commit_ts, image, None, None, only_key))
             elif kind is RowKind.INSERT:
-                events.append(
-                    RowChange(kind, schema, commit_ts, after=image, handle_key_only=only_key)
-                )
+                events.append(RowChange(kind, schema, commit_ts, None, image, None, only_key))
             else:
                 before = {**image, **_image(plan, raw_old)} if raw_old is not None else dict(image)
-                events.append(
-                    RowChange(kind, schema, commit_ts, before, image, handle_key_only=only_key)
-                )
+                events.append(RowChange(kind, schema, commit_ts, before, image, None, only_key))
         return events
 
     def _plan(self, obj: dict[str, Any], first_row: dict[str, Any]) -> _DecodePlan:
@@ -822,7 +815,22 @@ def _build_decode_plan(
     return _DecodePlan(schema, parsers, temporal_columns(schema), schema_json(schema), binary)
 
 
+def _input_error(exc: Exception, message: Message) -> DecodeError:
+    return DecodeError(str(exc) or type(exc).__name__, protocol=PROTOCOL,
+                       position=message.position, payload=message.value)
+
+
 def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
+    """Canonical values of a data/old row (checked at C speed first, then parsed)."""
+    _check_texts(plan, raw)
+    parsers = plan.parsers
+    try:
+        return {n: None if t is None else parsers[n](t) for n, t in raw.items()}
+    except (ValueError, UnicodeError):
+        return _image_slowly(plan, raw)  # find the column, for the message
+
+
+def _image_slowly(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
     parsers = plan.parsers
     out: dict[str, Any] = {}
     for name, text in raw.items():
@@ -855,14 +863,19 @@ def _data_and_old(obj: dict[str, Any], kind: RowKind) -> tuple[list[Any], list[A
 _TEXT_TYPES = frozenset((str, type(None)))
 
 
-def _changelog_image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
-    """A data/old row as changelog text: strings checked, binary Latin-1 turned into base64."""
-    if not set(map(type, raw.values())) <= _TEXT_TYPES:  # C-speed check of every value
+def _check_texts(plan: _DecodePlan, raw: dict[str, Any]) -> None:
+    """Every value a string or null, every column in mysqlType (C-speed set operations)."""
+    if not set(map(type, raw.values())) <= _TEXT_TYPES:
         bad = next(n for n, v in raw.items() if type(v) not in _TEXT_TYPES)
         raise DecodeError(f"column {bad!r}: values must be strings or null, got {raw[bad]!r}")
     if not raw.keys() <= plan.parsers.keys():
         unknown = next(n for n in raw if n not in plan.parsers)
         raise DecodeError(f"column {unknown!r} is not in mysqlType")
+
+
+def _changelog_image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
+    """A data/old row as changelog text: strings checked, binary Latin-1 turned into base64."""
+    _check_texts(plan, raw)
     if not plan.binary:
         return raw
     image = dict(raw)
