@@ -32,6 +32,7 @@ from ticdc_spark.workload import Workload
 
 PROTOCOL = "canal-json"
 OPTIONS: dict[str, str] = {"enable-tidb-extension": "true"}
+PER_BATCH = 0  # Kafka records per micro-batch (0: about 100,000 changes)
 PROTOCOL_OPTIONS = {"canal-json": {"enable-tidb-extension": "true"}, "open-protocol": {}}
 
 
@@ -70,7 +71,10 @@ def throughput(spark: Any, bootstrap: str, rows: int, root: Path) -> None:
         kafka_config=ONE_RECORD_PER_REQUEST,
     )
     print(f"  produced in {time.perf_counter() - started:.0f}s", flush=True)
-    config = _config(bootstrap, _topics(workload, expression), root, "once", 250_000)
+    # About 100,000 changes per micro-batch: Canal-JSON sends one per message, Open Protocol
+    # batches up to 16.
+    per_batch = PER_BATCH or (100_000 if PROTOCOL == "canal-json" else 6_250)
+    config = _config(bootstrap, _topics(workload, expression), root, "once", per_batch)
     reports: list[Any] = []
     started = time.perf_counter()
     start(
@@ -81,6 +85,9 @@ def throughput(spark: Any, bootstrap: str, rows: int, root: Path) -> None:
     ).awaitTermination()
     seconds = time.perf_counter() - started
     applied = sum(r.rows_in for r in reports)
+    for r in reports:
+        print(f"  batch {r.batch}: {r.rows_in:,} changes, read+decode {r.read_seconds:.1f}s, "
+              f"apply {r.seconds:.1f}s")
     print(
         f"\nend to end, {applied:,} changes from broker to Delta, local[2]: "
         f"{seconds:.1f}s, {applied / seconds:,.0f} rows/s over {len(reports)} micro-batches "
@@ -155,7 +162,7 @@ def end_to_end(spark: Any, rows: int, rate: int = 2000, seconds: int = 30) -> No
 
 
 def main() -> None:
-    global PROTOCOL, OPTIONS
+    global PROTOCOL, OPTIONS, PER_BATCH
     from ticdc_spark.spark.session import local_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -163,8 +170,10 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=2000, help="rows/s in the latency run")
     parser.add_argument("--seconds", type=int, default=30, help="length of the latency run")
     parser.add_argument("--protocol", default=PROTOCOL, choices=sorted(PROTOCOL_OPTIONS))
+    parser.add_argument("--per-batch", type=int, default=0, help="Kafka records per batch")
     args = parser.parse_args()
     PROTOCOL, OPTIONS = args.protocol, PROTOCOL_OPTIONS[args.protocol]
+    PER_BATCH = args.per_batch
     spark = local_session("e2e-bench")
     spark.sparkContext.setLogLevel("ERROR")
     end_to_end(spark, args.rows, args.rate, args.seconds)

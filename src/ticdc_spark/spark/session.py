@@ -22,6 +22,10 @@ def local_session(app: str = "ticdc-spark", cores: int = 2, **conf: Any) -> Any:
         SparkSession.builder.master(f"local[{cores}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
+        # The driver collects each micro-batch's changelog to apply it; the default 1 GiB
+        # heap and result-size cap are too small for batches of a few hundred thousand rows.
+        .config("spark.driver.memory", os.environ.get("TICDC_SPARK_DRIVER_MEMORY", "4g"))
+        .config("spark.driver.maxResultSize", "0")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(max(2, cores)))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
