@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,19 @@ from ticdc_spark.produce import produce_workload
 from ticdc_spark.spark.pipeline import PipelineConfig, read_source, start
 from ticdc_spark.workload import Workload
 
-PROTOCOL = "canal-json"
-OPTIONS: dict[str, str] = {"enable-tidb-extension": "true"}
-PER_BATCH = 0  # Kafka records per micro-batch (0: about 100,000 changes)
 PROTOCOL_OPTIONS = {"canal-json": {"enable-tidb-extension": "true"}, "open-protocol": {}}
+
+
+@dataclass(frozen=True)
+class Bench:
+    """What one run measures: the protocol and the size of its micro-batches."""
+
+    protocol: str = "canal-json"
+    per_batch: int = 0  # Kafka records per micro-batch (0: about 100,000 changes)
+
+    @property
+    def options(self) -> dict[str, str]:
+        return PROTOCOL_OPTIONS[self.protocol]
 
 
 def _topics(workload: Workload, expression: str) -> list[str]:
@@ -42,29 +52,29 @@ def _topics(workload: Workload, expression: str) -> list[str]:
 
 
 def _config(
-    bootstrap: str, topics: list[str], root: Path, trigger: str, max_offsets: int
+    bench: Bench, bootstrap: str, topics: list[str], root: Path, trigger: str, max_offsets: int
 ) -> PipelineConfig:
     return PipelineConfig(
         source=f"kafka://{bootstrap}/{','.join(topics)}",
-        protocol=PROTOCOL,
+        protocol=bench.protocol,
         target=f"delta:{root / 'lake'}",
         checkpoint=str(root / "checkpoint"),
-        options=OPTIONS,
+        options=bench.options,
         trigger=trigger,
         source_options={"maxOffsetsPerTrigger": str(max_offsets)},
         track_commits=True,
     )
 
 
-def throughput(spark: Any, bootstrap: str, rows: int, root: Path) -> None:
+def throughput(spark: Any, bench: Bench, bootstrap: str, rows: int, root: Path) -> None:
     workload = Workload(seed=9, rows=rows, tables=2, watermark_every=20)
     expression = "bench_{schema}"
     print(f"producing {rows:,} changes to the broker ...", flush=True)
     started = time.perf_counter()
     produce_workload(
         workload,
-        PROTOCOL,
-        OPTIONS,
+        bench.protocol,
+        bench.options,
         f"kafka://{bootstrap}",
         topic=expression,
         partitions=2,
@@ -73,8 +83,8 @@ def throughput(spark: Any, bootstrap: str, rows: int, root: Path) -> None:
     print(f"  produced in {time.perf_counter() - started:.0f}s", flush=True)
     # About 100,000 changes per micro-batch: Canal-JSON sends one per message, Open Protocol
     # batches up to 16.
-    per_batch = PER_BATCH or (100_000 if PROTOCOL == "canal-json" else 6_250)
-    config = _config(bootstrap, _topics(workload, expression), root, "once", per_batch)
+    per_batch = bench.per_batch or (100_000 if bench.protocol == "canal-json" else 6_250)
+    config = _config(bench, bootstrap, _topics(workload, expression), root, "once", per_batch)
     reports: list[Any] = []
     started = time.perf_counter()
     start(
@@ -95,14 +105,16 @@ def throughput(spark: Any, bootstrap: str, rows: int, root: Path) -> None:
     )
 
 
-def latency(spark: Any, bootstrap: str, rate: int, seconds: int, root: Path) -> None:
+def latency(
+    spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, root: Path
+) -> None:
     import numpy as np
 
     workload = Workload(
         seed=10, rows=rate * seconds, tables=2, watermark_every=4, live_clock=True, txn_size=4
     )
     expression = "live_{schema}"
-    config = _config(bootstrap, _topics(workload, expression), root, "1", 1_000_000)
+    config = _config(bench, bootstrap, _topics(workload, expression), root, "1", 1_000_000)
     finished: list[tuple[float, Any]] = []
 
     def on_batch(report: Any) -> None:
@@ -110,7 +122,7 @@ def latency(spark: Any, bootstrap: str, rate: int, seconds: int, root: Path) -> 
         finished.extend((now, ts) for ts in report.commit_ts)
 
     producer = threading.Thread(
-        target=_paced_producer, args=(workload, bootstrap, expression, rate)
+        target=_paced_producer, args=(bench, workload, bootstrap, expression, rate)
     )
     producer.start()
     query = start(
@@ -133,7 +145,9 @@ def latency(spark: Any, bootstrap: str, rate: int, seconds: int, root: Path) -> 
     )
 
 
-def _paced_producer(workload: Workload, bootstrap: str, expression: str, rate: int) -> None:
+def _paced_producer(
+    bench: Bench, workload: Workload, bootstrap: str, expression: str, rate: int
+) -> None:
     def paced() -> Any:
         for event in workload.events():
             time.sleep(1 / rate)
@@ -141,8 +155,8 @@ def _paced_producer(workload: Workload, bootstrap: str, expression: str, rate: i
 
     produce_workload(
         workload,
-        PROTOCOL,
-        OPTIONS,
+        bench.protocol,
+        bench.options,
         f"kafka://{bootstrap}",
         topic=expression,
         partitions=2,
@@ -151,32 +165,32 @@ def _paced_producer(workload: Workload, bootstrap: str, expression: str, rate: i
     )
 
 
-def end_to_end(spark: Any, rows: int, rate: int = 2000, seconds: int = 30) -> None:
+def end_to_end(
+    spark: Any, bench: Bench, rows: int, rate: int = 2000, seconds: int = 30
+) -> None:
     broker = Broker()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            throughput(spark, broker.bootstrap, rows, Path(tmp) / "throughput")
-            latency(spark, broker.bootstrap, rate, seconds, Path(tmp) / "latency")
+            throughput(spark, bench, broker.bootstrap, rows, Path(tmp) / "throughput")
+            latency(spark, bench, broker.bootstrap, rate, seconds, Path(tmp) / "latency")
     finally:
         broker.stop()
 
 
 def main() -> None:
-    global PROTOCOL, OPTIONS, PER_BATCH
     from ticdc_spark.spark.session import local_session
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=2000, help="rows/s in the latency run")
     parser.add_argument("--seconds", type=int, default=30, help="length of the latency run")
-    parser.add_argument("--protocol", default=PROTOCOL, choices=sorted(PROTOCOL_OPTIONS))
+    parser.add_argument("--protocol", default=Bench.protocol, choices=sorted(PROTOCOL_OPTIONS))
     parser.add_argument("--per-batch", type=int, default=0, help="Kafka records per batch")
     args = parser.parse_args()
-    PROTOCOL, OPTIONS = args.protocol, PROTOCOL_OPTIONS[args.protocol]
-    PER_BATCH = args.per_batch
+    bench = Bench(args.protocol, args.per_batch)
     spark = local_session("e2e-bench")
     spark.sparkContext.setLogLevel("ERROR")
-    end_to_end(spark, args.rows, args.rate, args.seconds)
+    end_to_end(spark, bench, args.rows, args.rate, args.seconds)
 
 
 if __name__ == "__main__":

@@ -145,9 +145,9 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     decode_stage(spark, args.messages, args.rounds)
     if args.e2e:
-        from e2e_bench import end_to_end
+        from e2e_bench import Bench, end_to_end
 
-        end_to_end(spark, args.e2e_rows)
+        end_to_end(spark, Bench(), args.e2e_rows)
 
 
 if __name__ == "__main__":
