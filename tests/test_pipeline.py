@@ -164,15 +164,22 @@ def test_kill_and_restart_gives_the_tables_of_a_run_that_never_stopped(
     command = [*base, "--trigger", "0.2"]
     rng = random.Random(7)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    for _ in range(3):  # kill -9 at random points, mid-batch or between batches
+    state = killed_root / "checkpoint" / "ticdc"
+    for attempt in range(3):  # kill -9 at random points: at start-up, mid-batch, between
+        before = _last_batch(state)
         process = subprocess.Popen(
             command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
-        time.sleep(rng.uniform(12, 20))
+        if attempt == 0:
+            # Spark's start-up time varies with the machine's load: the first run is killed a
+            # random moment after it applied a batch, so that the restarts have state to resume.
+            _wait_for_batch_after(state, before, process, timeout=240)
+            time.sleep(rng.uniform(0, 1.5))
+        else:
+            time.sleep(rng.uniform(5, 25))
         process.send_signal(signal.SIGKILL)
         process.wait(30)
-    progressed = list((killed_root / "checkpoint" / "ticdc").glob("state-*.json"))
-    assert progressed, "the killed runs applied nothing: the test would prove nothing"
+    assert _last_batch(state) >= 0, "the killed runs applied nothing: the test would prove nothing"
     final = subprocess.run(
         [*base, "--trigger", "once"], env=env, capture_output=True, timeout=600, check=False
     )
@@ -191,3 +198,17 @@ def test_kill_and_restart_gives_the_tables_of_a_run_that_never_stopped(
             .sort_by(ordered)
             .equals(live(calm.read(key)).select(names).sort_by(ordered))
         ), key
+
+
+def _last_batch(state: Path) -> int:
+    """The newest micro-batch whose consumer state the pipeline saved (-1: none yet)."""
+    return max((int(p.stem.split("-")[1]) for p in state.glob("state-*.json")), default=-1)
+
+
+def _wait_for_batch_after(
+    state: Path, batch: int, process: subprocess.Popen[bytes], timeout: float
+) -> None:
+    deadline = time.monotonic() + timeout
+    while _last_batch(state) <= batch and time.monotonic() < deadline:
+        assert process.poll() is None, f"replicate exited early with {process.returncode}"
+        time.sleep(0.2)

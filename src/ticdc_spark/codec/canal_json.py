@@ -583,6 +583,7 @@ class _DecodePlan:
     temporal: tuple[str, ...]
     schema_text: str  # the changelog's schema JSON
     binary: tuple[str, ...]  # columns whose Latin-1 text becomes base64 in the changelog
+    converts: tuple[tuple[str, Callable[[str], Any]], ...]  # columns whose text is not the value
 
 
 _ROW_KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
@@ -736,12 +737,15 @@ class CanalJSONDecoder:
 
     def _rows(self, obj: dict[str, Any], kind: RowKind, tidb: dict[str, Any]) -> list[Event]:
         data, old = _data_and_old(obj, kind)
-        commit_ts = self._commit_ts(obj, tidb)
+        commit_ts = tidb.get("commitTs")
+        if type(commit_ts) is not int or commit_ts < 0:
+            commit_ts = self._commit_ts(obj, tidb)
         only_key = tidb.get("onlyHandleKey") is True
         plan = self._plan(obj, require_dict(data[0], "data row"))
         events: list[Event] = []
         for i, raw in enumerate(data):
-            raw = require_dict(raw, "data row")
+            if i:
+                require_dict(raw, "data row")
             image = _image(plan, raw)
             raw_old = require_dict(old[i], "old row") if old is not None else None
             schema = plan.schema
@@ -812,7 +816,10 @@ def _build_decode_plan(
     schema = schema.with_derived_flags()
     parsers = {c.name: _parser(c.type) for c in schema.columns}
     binary = tuple(c.name for c in schema.columns if c.type.is_binary)
-    return _DecodePlan(schema, parsers, temporal_columns(schema), schema_json(schema), binary)
+    converts = tuple((name, parse) for name, parse in parsers.items() if parse is not str)
+    return _DecodePlan(
+        schema, parsers, temporal_columns(schema), schema_json(schema), binary, converts
+    )
 
 
 def _input_error(exc: Exception, message: Message) -> DecodeError:
@@ -823,11 +830,15 @@ def _input_error(exc: Exception, message: Message) -> DecodeError:
 def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
     """Canonical values of a data/old row (checked at C speed first, then parsed)."""
     _check_texts(plan, raw)
-    parsers = plan.parsers
+    image = dict(raw)  # text columns (parser str) are their own value: only the rest is parsed
     try:
-        return {n: None if t is None else parsers[n](t) for n, t in raw.items()}
+        for name, parse in plan.converts:
+            text = image.get(name)
+            if text is not None:
+                image[name] = parse(text)
     except (ValueError, UnicodeError):
         return _image_slowly(plan, raw)  # find the column, for the message
+    return image
 
 
 def _image_slowly(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
