@@ -29,7 +29,6 @@ import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
-from operator import itemgetter, methodcaller
 from typing import Any, ClassVar
 
 import orjson
@@ -321,14 +320,6 @@ def _from_go_quoted(value: Any) -> bytes:
     return go_unquote(_expect_str(value))
 
 
-# Converters that return a wire value of this type unchanged: such columns skip the call.
-_PASS_THROUGH: dict[Callable[[Any], Any], type] = {
-    _lenient_int: int,
-    _expect_str: str,
-    _number: float,
-}
-
-
 def _legacy_string(value: Any) -> str | bytes:
     """TiCDC v4.0.0-v4.0.4 wrote CHAR/VARCHAR as base64 of the raw bytes (Go []byte).
 
@@ -600,40 +591,6 @@ class _RowPlan:
     # name -> (type code, flag, handle, wire -> canonical value, wire -> changelog text)
     columns: dict[str, tuple[Any, Any, Any, Callable[[Any], Any], Callable[[Any], Any]]]
     temporal: tuple[str, ...]
-    # The same, column-wise, for checking a whole row at C speed (None: legacy columns,
-    # whose "h" must be checked one by one).
-    names: tuple[str, ...]
-    codes: list[Any] | None
-    flags: list[Any]
-    canonical: _Conversion
-    text: _Conversion
-
-
-@dataclass(slots=True)
-class _Conversion:
-    """How a row's wire values become image values, column-wise: columns whose wire value is
-    already the result when it has the expected type pass through untouched (checked for the
-    whole row at once), the others are converted one by one."""
-
-    expected: tuple[type, ...]  # wire types of the pass-through columns
-    pick: Callable[[list[type]], tuple[type, ...]]  # the pass-through columns' types
-    converts: tuple[tuple[int, Callable[[Any], Any]], ...]  # (column index, converter)
-
-    @classmethod
-    def of(cls, functions: list[Callable[[Any], Any]]) -> _Conversion:
-        passing = [(i, _PASS_THROUGH[f]) for i, f in enumerate(functions) if f in _PASS_THROUGH]
-        converts = tuple((i, f) for i, f in enumerate(functions) if f not in _PASS_THROUGH)
-        indexes = [i for i, _ in passing]
-        return cls(tuple(t for _, t in passing), _picker(indexes), converts)
-
-
-def _picker(indexes: list[int]) -> Callable[[list[type]], tuple[type, ...]]:
-    if len(indexes) > 1:
-        return itemgetter(*indexes)
-    if indexes:
-        (only,) = indexes
-        return lambda items: (items[only],)
-    return lambda items: ()
 
 
 class _TextRowChange(RowChange):
@@ -821,54 +778,14 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
         to_text = _wire_text(ctype, code, legacy, decode)
         entries[name] = (code, flags, handle if legacy else _ANY, decode, to_text)
     schema = TableSchema(_str_field(key, "scm"), _str_field(key, "tbl"), tuple(columns))
-    legacy = any(e[2] is not _ANY for e in entries.values())
-    return _RowPlan(
-        schema,
-        entries,
-        temporal_columns(schema),
-        tuple(entries),
-        None if legacy else [e[0] for e in entries.values()],
-        [e[1] for e in entries.values()],
-        _Conversion.of([e[3] for e in entries.values()]),
-        _Conversion.of([e[4] for e in entries.values()]),
-    )
+    return _RowPlan(schema, entries, temporal_columns(schema))
 
 
 _ANY = object()  # "h" is not checked when "f" (which carries the handle bit) is present
 
 
-_TYPE_CODE, _FLAGS, _VALUE = itemgetter("t"), methodcaller("get", "f"), methodcaller("get", "v")
-_NONE = type(None)
-
-
 def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[str, Any]:
-    """A row image from its wire columns: canonical values, or changelog text.
-
-    The common row (the plan's columns in the plan's order, types and flags as planned, values
-    of the expected types) is checked and converted column-wise with C-level map and list
-    comparisons; anything else goes column by column, which also finds what is wrong.
-    """
-    if plan.codes is not None and tuple(columns) == plan.names:
-        try:
-            wire = list(columns.values())
-            if list(map(_TYPE_CODE, wire)) == plan.codes and list(map(_FLAGS, wire)) == plan.flags:
-                conversion = plan.text if text else plan.canonical
-                values = list(map(_VALUE, wire))
-                types = conversion.pick(list(map(type, values)))
-                if types == conversion.expected or all(
-                    t is e or t is _NONE for t, e in zip(types, conversion.expected, strict=True)
-                ):
-                    for i, convert in conversion.converts:
-                        value = values[i]
-                        if value is not None:
-                            values[i] = convert(value)
-                    return dict(zip(plan.names, values, strict=True))
-        except (DecodeError, ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError):
-            pass  # the per-column pass below names the column and the reason
-    return _image_by_column(plan, columns, text)
-
-
-def _image_by_column(plan: _RowPlan, columns: dict[str, Any], text: bool) -> dict[str, Any]:
+    """A row image from its wire columns: canonical values, or changelog text."""
     entries = plan.columns
     out = {}
     for name, column in columns.items():
