@@ -11,7 +11,9 @@ and works out what to apply, in order:
   consistent snapshot of upstream; the rest wait in the state for a later batch.  In
   ``eventual`` mode everything is released at once.
 * **DDL barriers.** Released changes are cut at each DDL: rows committed before it are
-  applied, then the DDL, then the rows after it.  Broadcast copies of one DDL count once.
+  applied, then the DDL, then the rows after it.  A DDL of one table (ALTER, TRUNCATE, ...)
+  cuts only that table's rows; one that may touch several (schemas, renames) cuts all.
+  Broadcast copies of one DDL count once.
 * **Last change wins.** Within a segment each key keeps its last change by (commit ts,
   partition, offset); an UPDATE that changes the key deletes the old key and writes the new.
 * **Floors.** TRUNCATE and DROP TABLE record their commit ts; older changes of that table
@@ -319,7 +321,14 @@ class Planner:
     # -- segments -------------------------------------------------------------------------
 
     def _segments(self, ready: Any, plan: Plan) -> Any:
-        """Cut released rows at DDL barriers and plan each piece; returns unusable rows."""
+        """Cut released rows at DDL barriers and plan each piece; returns unusable rows.
+
+        A DDL of one table is a barrier for that table's rows only (the other tables' rows
+        need not wait for it, and cutting them there would only add merges); a DDL that may
+        touch several tables (schemas, renames, anything unrecognized) is a barrier for all.
+        """
+        import numpy as np
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         ready = _sorted(ready, _ORDER)
@@ -329,14 +338,12 @@ class Planner:
         self._learn_bootstraps(ready.filter(pc.equal(kinds, BOOTSTRAP)))
         plan.rows_released = rows.num_rows
         barriers = self._unique_ddls(ddls)
-        cuts = [d["commit_ts"] for d in barriers]
-        row_ts = rows["commit_ts"].to_pylist()
-        segment_of = [bisect.bisect_right(cuts, t) for t in row_ts]
+        flush = np.array(_flush_points(barriers, rows), dtype=np.int64)
         unusable = []
         for index in range(len(barriers) + 1):
-            mask = [s == index for s in segment_of]
-            if any(mask):
-                unusable.append(self._plan_rows(rows.filter(mask), plan))
+            mask = flush == index
+            if mask.any():
+                unusable.append(self._plan_rows(rows.filter(pa.array(mask)), plan))
             if index < len(barriers):
                 step = self._ddl_step(barriers[index])
                 if step is not None:
@@ -434,6 +441,64 @@ class Planner:
         except TiCDCSparkError as exc:  # keep going: rows will carry the schema
             log.warning("cannot interpret DDL %r (%s); continuing with row schemas", sql, exc)
         return step
+
+
+# DDLs that change one table only: a barrier for that table's rows and no other's.
+_ONE_TABLE_DDLS = frozenset(
+    (
+        DDLType.CREATE_TABLE,
+        DDLType.DROP_TABLE,
+        DDLType.TRUNCATE_TABLE,
+        DDLType.ADD_COLUMN,
+        DDLType.DROP_COLUMN,
+        DDLType.ADD_COLUMNS,
+        DDLType.DROP_COLUMNS,
+        DDLType.MODIFY_COLUMN,
+        DDLType.SET_DEFAULT_VALUE,
+        DDLType.ADD_INDEX,
+        DDLType.DROP_INDEX,
+        DDLType.DROP_INDEXES,
+        DDLType.RENAME_INDEX,
+        DDLType.ALTER_INDEX_VISIBILITY,
+        DDLType.ADD_PRIMARY_KEY,
+        DDLType.DROP_PRIMARY_KEY,
+        DDLType.ACTION_MULTI_SCHEMA_CHANGE,
+        DDLType.MODIFY_TABLE_COMMENT,
+        DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE,
+        DDLType.ADD_TABLE_PARTITION,
+        DDLType.DROP_TABLE_PARTITION,
+        DDLType.TRUNCATE_TABLE_PARTITION,
+    )
+)
+
+
+def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
+    """For each row, the index of the first barrier after it that concerns its table (rows
+    at a DDL's own commit ts come after it), or ``len(barriers)``: apply it before that."""
+    everyone: list[int] = []
+    own: dict[TableKey, list[int]] = {}
+    for index, ddl in enumerate(barriers):
+        table = ddl["table"] or ""
+        if table and _action(ddl["ddl_type"], ddl["sql"] or "") in _ONE_TABLE_DDLS:
+            own.setdefault((ddl["database"] or "", table), []).append(index)
+        else:
+            everyone.append(index)
+    concerning: dict[TableKey, tuple[list[int], list[int]]] = {}
+    points = []
+    for database, table, ts in zip(
+        rows["database"].to_pylist(),
+        rows["table"].to_pylist(),
+        rows["commit_ts"].to_pylist(),
+        strict=True,
+    ):
+        key = (database or "", table or "")
+        cuts = concerning.get(key)
+        if cuts is None:
+            indexes = sorted(everyone + own.get(key, []))
+            cuts = concerning[key] = ([barriers[i]["commit_ts"] for i in indexes], indexes)
+        at = bisect.bisect_right(cuts[0], ts)
+        points.append(cuts[1][at] if at < len(cuts[1]) else len(barriers))
+    return points
 
 
 DEAD_LETTER_FIELDS = ("topic", "partition", "offset", "error", "key", "value")
