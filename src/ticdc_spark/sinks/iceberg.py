@@ -58,9 +58,20 @@ class IcebergSink(TableSink):
         from pyiceberg.catalog.sql import SqlCatalog
 
         self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse)
+        # Loaded tables, kept between steps: pyiceberg updates a table's metadata in place on
+        # every commit made through it.  Catalog-level changes (create, rewrite by rename,
+        # drop, rename) forget the entries they touch.
+        self._open: dict[TableKey, Any] = {}
 
     def _table(self, key: TableKey) -> Any:
-        return self.catalog.load_table(key)
+        table = self._open.get(key)
+        if table is None:
+            table = self._open[key] = self.catalog.load_table(key)
+        return table
+
+    def _forget(self, *keys: TableKey) -> None:
+        for key in keys:
+            self._open.pop(key, None)
 
     def _cast(self, schema: TableSchema, rows: Any) -> Any:
         return rows.cast(iceberg_arrow_schema(schema))
@@ -73,6 +84,7 @@ class IcebergSink(TableSink):
 
     def create(self, schema: TableSchema) -> None:
         key = (schema.database, schema.table)
+        self._forget(key)
         self.catalog.create_namespace_if_not_exists(schema.database)
         self.catalog.create_table_if_not_exists(key, iceberg_arrow_schema(schema))
 
@@ -157,6 +169,7 @@ class IcebergSink(TableSink):
         with table.transaction() as tx:
             tx.append(pa.Table.from_arrays(columns, schema=target))
             tx.set_properties({VERSION_PROPERTY: str(version)})
+        self._forget(key)
         self.catalog.purge_table(key)
         self.catalog.rename_table(temp, key)
 
@@ -168,6 +181,7 @@ class IcebergSink(TableSink):
             and self.catalog.table_exists(temp)
             and not self.catalog.table_exists(key)
         ):
+            self._forget(key)
             self.catalog.rename_table(temp, key)
 
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
@@ -179,9 +193,11 @@ class IcebergSink(TableSink):
             tx.set_properties({VERSION_PROPERTY: str(version)})
 
     def drop(self, key: TableKey) -> None:
+        self._forget(key)
         self.catalog.purge_table(key)
 
     def rename(self, old: TableKey, new: TableKey) -> None:
+        self._forget(old, new)
         self.catalog.create_namespace_if_not_exists(new[0])
         self.catalog.rename_table(old, new)
 
