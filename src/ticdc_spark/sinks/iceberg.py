@@ -79,6 +79,8 @@ class IcebergSink(TableSink):
     # -- hooks ----------------------------------------------------------------------------
 
     def exists(self, key: TableKey) -> bool:
+        if key in self._open:  # loaded after recovery, and forgotten when dropped
+            return True
         self._recover(key)
         return bool(self.catalog.table_exists(key))
 
