@@ -737,9 +737,7 @@ class CanalJSONDecoder:
 
     def _rows(self, obj: dict[str, Any], kind: RowKind, tidb: dict[str, Any]) -> list[Event]:
         data, old = _data_and_old(obj, kind)
-        commit_ts = tidb.get("commitTs")
-        if type(commit_ts) is not int or commit_ts < 0:
-            commit_ts = self._commit_ts(obj, tidb)
+        commit_ts = self._commit_ts(obj, tidb)
         only_key = tidb.get("onlyHandleKey") is True
         plan = self._plan(obj, require_dict(data[0], "data row"))
         events: list[Event] = []

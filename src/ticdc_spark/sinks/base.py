@@ -52,7 +52,29 @@ class TableSink(abc.ABC):
 
     name = "sink"
 
+    def __init__(self) -> None:
+        # Open tables, kept between steps: opening one replays its log or metadata, and both
+        # delta-rs and pyiceberg bring an open table up to date themselves after each commit
+        # made through it.  Changes made around the open table (writes by path, catalog
+        # renames, drops) must forget the entries they touch.
+        self._open: dict[TableKey, Any] = {}
+
+    def _table(self, key: TableKey) -> Any:
+        """The open table of ``key``, opened on first use."""
+        table = self._open.get(key)
+        if table is None:
+            table = self._open[key] = self.open_table(key)
+        return table
+
+    def _forget(self, *keys: TableKey) -> None:
+        for key in keys:
+            self._open.pop(key, None)
+
     # -- format hooks ---------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def open_table(self, key: TableKey) -> Any:
+        """Open an existing table (the format library's table object)."""
 
     @abc.abstractmethod
     def exists(self, key: TableKey) -> bool: ...

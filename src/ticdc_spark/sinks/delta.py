@@ -26,27 +26,12 @@ class DeltaSink(TableSink):
     name = "delta"
 
     def __init__(self, root: str | Path, app_id: str = "ticdc-spark") -> None:
+        super().__init__()
         self.root = Path(root)
         self.app_id = app_id
-        # Open tables, kept between steps: opening one replays its log (tens of ms), and
-        # delta-rs brings an open table up to date itself after each merge, delete or alter
-        # made through it.  Writes by path (rewrite) and drops/renames forget the entry.
-        self._open: dict[Path, Any] = {}
 
     def path(self, key: TableKey) -> Path:
         return self.root / _safe(key[0]) / _safe(key[1])
-
-    def _table(self, key: TableKey) -> Any:
-        from deltalake import DeltaTable
-
-        path = self.path(key)
-        table = self._open.get(path)
-        if table is None:
-            table = self._open[path] = DeltaTable(str(path))
-        return table
-
-    def _forget(self, key: TableKey) -> None:
-        self._open.pop(self.path(key), None)
 
     def _commit(self, version: int) -> Any:
         from deltalake import CommitProperties, Transaction
@@ -55,10 +40,15 @@ class DeltaSink(TableSink):
 
     # -- hooks ----------------------------------------------------------------------------
 
+    def open_table(self, key: TableKey) -> Any:
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self.path(key)))
+
     def exists(self, key: TableKey) -> bool:
         from deltalake import DeltaTable
 
-        return self.path(key) in self._open or DeltaTable.is_deltatable(str(self.path(key)))
+        return key in self._open or DeltaTable.is_deltatable(str(self.path(key)))
 
     def create(self, schema: TableSchema) -> None:
         from deltalake import DeltaTable
@@ -139,8 +129,7 @@ class DeltaSink(TableSink):
         shutil.rmtree(self.path(key), ignore_errors=True)
 
     def rename(self, old: TableKey, new: TableKey) -> None:
-        self._forget(old)
-        self._forget(new)
+        self._forget(old, new)
         target = self.path(new)
         target.parent.mkdir(parents=True, exist_ok=True)
         self.path(old).rename(target)

@@ -57,26 +57,16 @@ class IcebergSink(TableSink):
     def __init__(self, catalog_uri: str, warehouse: str, name: str = "ticdc") -> None:
         from pyiceberg.catalog.sql import SqlCatalog
 
+        super().__init__()
         self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse)
-        # Loaded tables, kept between steps: pyiceberg updates a table's metadata in place on
-        # every commit made through it.  Catalog-level changes (create, rewrite by rename,
-        # drop, rename) forget the entries they touch.
-        self._open: dict[TableKey, Any] = {}
-
-    def _table(self, key: TableKey) -> Any:
-        table = self._open.get(key)
-        if table is None:
-            table = self._open[key] = self.catalog.load_table(key)
-        return table
-
-    def _forget(self, *keys: TableKey) -> None:
-        for key in keys:
-            self._open.pop(key, None)
 
     def _cast(self, schema: TableSchema, rows: Any) -> Any:
         return rows.cast(iceberg_arrow_schema(schema))
 
     # -- hooks ----------------------------------------------------------------------------
+
+    def open_table(self, key: TableKey) -> Any:
+        return self.catalog.load_table(key)
 
     def exists(self, key: TableKey) -> bool:
         if key in self._open:  # loaded after recovery, and forgotten when dropped
