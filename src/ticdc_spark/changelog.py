@@ -361,5 +361,5 @@ class _MapColumn:
             pa.array(self.keys, pa.string()),
             pa.array(self.values, pa.string()),
             type=map_type,
-            mask=pa.array(self.nulls),
+            mask=pa.array(self.nulls, pa.bool_()),
         )

@@ -582,14 +582,18 @@ def _frame_values(values: list[bytes]) -> bytes:
 # Decoder
 
 
+_Entry = tuple[Any, Any, Any, Callable[[Any], Any] | None]
+
+
 @dataclass(slots=True)
 class _RowPlan:
     """A table shape seen on the wire: per column its (type code, flags, handle) as sent and
     the function reading its values.  Messages are checked against it column by column."""
 
     schema: TableSchema
-    # name -> (type code, flag, handle, wire -> canonical value, wire -> changelog text)
-    columns: dict[str, tuple[Any, Any, Any, Callable[[Any], Any], Callable[[Any], Any]]]
+    # name -> (type code, flag, handle, wire -> canonical value or None for "a string as is")
+    columns: dict[str, _Entry]
+    text_columns: dict[str, _Entry]  # the same with wire -> changelog text
     temporal: tuple[str, ...]
 
 
@@ -735,7 +739,10 @@ class OpenProtocolDecoder:
                 before = {**after, **old_image}  # p may hold only the changed columns
         schema = plan.schema
         if plan.temporal and not text:
-            schema = self._fsp.apply(schema, plan.temporal, _raw(columns), _raw(old_raw))
+            temporal = plan.temporal
+            schema = self._fsp.apply(
+                schema, temporal, _raw(columns, temporal), _raw(old_raw, temporal)
+            )
         partition = key.get("ptn")
         return (_TextRowChange if text else RowChange)(
             kind,
@@ -750,7 +757,8 @@ class OpenProtocolDecoder:
 
 def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
     columns = []
-    entries = {}
+    entries: dict[str, _Entry] = {}
+    text_entries: dict[str, _Entry] = {}
     for name, column in wire.items():
         if not isinstance(column, dict):
             raise DecodeError(f"column {name!r} must be a JSON object")
@@ -776,26 +784,28 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
         )
         decode = _wire_decoder(ctype, code, legacy)
         to_text = _wire_text(ctype, code, legacy, decode)
-        entries[name] = (code, flags, handle if legacy else _ANY, decode, to_text)
+        check = handle if legacy else _ANY
+        entries[name] = (code, flags, check, None if decode is _expect_str else decode)
+        text_entries[name] = (code, flags, check, None if to_text is _expect_str else to_text)
     schema = TableSchema(_str_field(key, "scm"), _str_field(key, "tbl"), tuple(columns))
-    return _RowPlan(schema, entries, temporal_columns(schema))
+    return _RowPlan(schema, entries, text_entries, temporal_columns(schema))
 
 
 _ANY = object()  # "h" is not checked when "f" (which carries the handle bit) is present
 
 
 def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[str, Any]:
-    """A row image from its wire columns: canonical values, or changelog text."""
-    entries = plan.columns
-    out = {}
-    for name, column in columns.items():
-        entry = entries.get(name)
-        if entry is None:
-            raise _ShapeChanged
-        code, flags, handle, decode, to_text = entry
-        if text:
-            decode = to_text
-        try:
+    """A row image from its wire columns: canonical values, or changelog text.
+
+    This runs once per column of every row, so it is kept flat: a string column's reader is
+    ``None`` (the check is inlined), and the try covers the whole loop (free until it raises).
+    """
+    entries = plan.text_columns if text else plan.columns
+    out: dict[str, Any] = {}
+    name = ""
+    try:
+        for name, column in columns.items():
+            code, flags, handle, read = entries[name]
             if (
                 column["t"] != code
                 or column.get("f") != flags
@@ -803,18 +813,30 @@ def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[
             ):
                 raise _ShapeChanged
             value = column.get("v")
-            out[name] = None if value is None else decode(value)
-        except DecodeError as exc:
-            raise DecodeError(f"column {name!r}: {exc.reason}") from None
-        except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
-            raise DecodeError(f"column {name!r}: {exc}") from None
+            if value is None:
+                out[name] = None
+            elif read is None:
+                if type(value) is not str:
+                    raise DecodeError(f"expected a string, got {value!r}")
+                out[name] = value
+            else:
+                out[name] = read(value)
+    except DecodeError as exc:
+        raise DecodeError(f"column {name!r}: {exc.reason}") from None
+    except KeyError:
+        if name not in entries:
+            raise _ShapeChanged from None
+        raise DecodeError(f"column {name!r}: a column needs a type code 't'") from None
+    except (ValueError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError) as exc:
+        raise DecodeError(f"column {name!r}: {exc}") from None
     return out
 
 
-def _raw(columns: dict[str, Any] | None) -> dict[str, Any] | None:
+def _raw(columns: dict[str, Any] | None, names: tuple[str, ...]) -> dict[str, Any] | None:
+    """The wire values of some columns (of an image :func:`_image` has read)."""
     if not columns:
         return None
-    return {n: c.get("v") for n, c in columns.items() if isinstance(c, dict)}
+    return {n: c.get("v") for n in names if (c := columns.get(n)) is not None}
 
 
 def _guess_kind(value: bytes | None) -> int:

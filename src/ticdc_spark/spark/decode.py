@@ -20,7 +20,6 @@ from ticdc_spark.errors import ConfigError, DecodeError
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
-OUTPUT_ROWS = 8192
 
 
 def decode(
@@ -51,35 +50,76 @@ def decode(
 def decode_batches(
     batches: Iterator[Any], protocol: str, options: Mapping[str, Any], *, fail: bool = False
 ) -> Iterator[Any]:
-    """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks)."""
+    """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
+
+    Each input batch becomes one changelog batch.  Decoders with a batch path
+    (``decode_changelog_batch``) get the whole batch; if the batch's Arrow conversion then
+    finds a value the batch path let through (it leaves type checks to Arrow), the batch is
+    decoded again one message at a time, where every check runs and a bad message becomes a
+    dead letter.
+    """
+    import pyarrow as pa
+
     decoder = make_decoder(protocol, options)
-    fast = getattr(decoder, "decode_changelog", None)
-    builder = ChangelogBuilder()
+    whole = getattr(decoder, "decode_changelog_batch", None)
     for batch in batches:
-        keys = batch.column("key").to_pylist()
-        values = batch.column("value").to_pylist()
-        topics = batch.column("topic").to_pylist()
-        partitions = batch.column("partition").to_pylist()
-        offsets = batch.column("offset").to_pylist()
-        for key, value, topic, partition, offset in zip(
-            keys, values, topics, partitions, offsets, strict=True
-        ):
-            message = Message(key, value, topic=topic or "", partition=partition, offset=offset)
+        records = _Records(batch, decoder, fail)
+        if whole is not None:
             try:
-                if fast is not None:
-                    fast(message, builder)
-                else:
-                    builder.add_events(
-                        decoder.decode(message), topic or "", partition or 0, offset or 0
-                    )
-            except DecodeError as exc:
-                if fail:
-                    raise
-                builder.add_error(str(exc), topic or "", partition or 0, offset or 0, key, value)
-        if len(builder) >= OUTPUT_ROWS:
-            yield builder.to_batch()
-    if len(builder):
-        yield builder.to_batch()
+                whole(
+                    records.values,
+                    records.topics,
+                    records.partitions,
+                    records.offsets,
+                    records.builder,
+                    records.decode_one,
+                )
+                out = records.builder.to_batch()
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                out = records.one_by_one()
+        else:
+            out = records.one_by_one()
+        if out.num_rows:
+            yield out
+
+
+class _Records:
+    """One Arrow batch of Kafka records as Python lists, and the changelog being built."""
+
+    def __init__(self, batch: Any, decoder: Any, fail: bool) -> None:
+        self.keys = batch.column("key").to_pylist()
+        self.values = batch.column("value").to_pylist()
+        self.topics = [t or "" for t in batch.column("topic").to_pylist()]
+        self.partitions = [p or 0 for p in batch.column("partition").to_pylist()]
+        self.offsets = [o or 0 for o in batch.column("offset").to_pylist()]
+        self.decoder = decoder
+        self.fast = getattr(decoder, "decode_changelog", None)
+        self.fail = fail
+        self.builder = ChangelogBuilder()
+
+    def decode_one(self, i: int) -> None:
+        """Decode record ``i`` with every check; a failure becomes a dead letter (or raises)."""
+        topic, partition, offset = self.topics[i], self.partitions[i], self.offsets[i]
+        message = Message(
+            self.keys[i], self.values[i], topic=topic, partition=partition, offset=offset
+        )
+        builder = self.builder
+        try:
+            if self.fast is not None:
+                self.fast(message, builder)
+            else:
+                builder.add_events(self.decoder.decode(message), topic, partition, offset)
+        except DecodeError as exc:
+            if self.fail:
+                raise
+            builder.add_error(str(exc), topic, partition, offset, message.key, message.value)
+
+    def one_by_one(self) -> Any:
+        """The changelog batch of every record decoded with every check."""
+        self.builder = ChangelogBuilder()
+        for i in range(len(self.values)):
+            self.decode_one(i)
+        return self.builder.to_batch()
 
 
 def changes(changelog: Any) -> Any:
