@@ -40,6 +40,7 @@ class Bench:
 
     protocol: str = "canal-json"
     per_batch: int = 0  # Kafka records per micro-batch (0: about 100,000 changes)
+    tables: int = 2  # 1: the sysbench-like table only; 2: and the all-types table (heavier)
 
     @property
     def options(self) -> dict[str, str]:
@@ -67,7 +68,7 @@ def _config(
 
 
 def throughput(spark: Any, bench: Bench, bootstrap: str, rows: int, root: Path) -> None:
-    workload = Workload(seed=9, rows=rows, tables=2, watermark_every=20)
+    workload = Workload(seed=9, rows=rows, tables=bench.tables, watermark_every=20)
     expression = "bench_{schema}"
     print(f"producing {rows:,} changes to the broker ...", flush=True)
     started = time.perf_counter()
@@ -99,7 +100,8 @@ def throughput(spark: Any, bench: Bench, bootstrap: str, rows: int, root: Path) 
         print(f"  batch {r.batch}: {r.rows_in:,} changes, read+decode {r.read_seconds:.1f}s, "
               f"apply {r.seconds:.1f}s")
     print(
-        f"\nend to end, {applied:,} changes from broker to Delta, local[2]: "
+        f"\nend to end, {applied:,} changes ({bench.protocol}, {bench.tables} table(s)) "
+        "from broker to Delta, local[2]: "
         f"{seconds:.1f}s, {applied / seconds:,.0f} rows/s over {len(reports)} micro-batches "
         f"(apply stage alone: {sum(r.seconds for r in reports):.1f}s)"
     )
@@ -111,7 +113,12 @@ def latency(
     import numpy as np
 
     workload = Workload(
-        seed=10, rows=rate * seconds, tables=2, watermark_every=4, live_clock=True, txn_size=4
+        seed=10,
+        rows=rate * seconds,
+        tables=bench.tables,
+        watermark_every=4,
+        live_clock=True,
+        txn_size=4,
     )
     expression = "live_{schema}"
     config = _config(bench, bootstrap, _topics(workload, expression), root, "1", 1_000_000)
@@ -172,7 +179,8 @@ def end_to_end(
     try:
         with tempfile.TemporaryDirectory() as tmp:
             throughput(spark, bench, broker.bootstrap, rows, Path(tmp) / "throughput")
-            latency(spark, bench, broker.bootstrap, rate, seconds, Path(tmp) / "latency")
+            if seconds:
+                latency(spark, bench, broker.bootstrap, rate, seconds, Path(tmp) / "latency")
     finally:
         broker.stop()
 
@@ -183,11 +191,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rate", type=int, default=2000, help="rows/s in the latency run")
-    parser.add_argument("--seconds", type=int, default=30, help="length of the latency run")
+    parser.add_argument(
+        "--seconds", type=int, default=30, help="length of the latency run (0: no latency run)"
+    )
     parser.add_argument("--protocol", default=Bench.protocol, choices=sorted(PROTOCOL_OPTIONS))
     parser.add_argument("--per-batch", type=int, default=0, help="Kafka records per batch")
+    parser.add_argument(
+        "--tables", type=int, default=2, choices=(1, 2), help="1: sysbench-like only; 2: mixed"
+    )
     args = parser.parse_args()
-    bench = Bench(args.protocol, args.per_batch)
+    bench = Bench(args.protocol, args.per_batch, args.tables)
     spark = local_session("e2e-bench")
     spark.sparkContext.setLogLevel("ERROR")
     end_to_end(spark, bench, args.rows, args.rate, args.seconds)
