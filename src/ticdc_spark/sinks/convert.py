@@ -126,9 +126,9 @@ def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
     arrays = []
     bad = pa.array([False] * changes.num_rows)
     reasons: list[str | None] = [None] * changes.num_rows
+    texts = image_columns(changes["image"], schema.column_names)
     for column in schema.columns:
-        text = pc.map_lookup(changes["image"], column.name, "first")
-        values, failed = convert_column(column.type, text)
+        values, failed = convert_column(column.type, texts[column.name])
         for i in failed:
             reasons[i] = reasons[i] or f"column {column.name!r}: {failed[i]}"
         arrays.append(values)
@@ -146,6 +146,43 @@ def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
         dead = dead_letters(broken)
         rows = rows.filter(pc.invert(bad))
     return rows, dead
+
+
+def image_columns(images: Any, names: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """The text of each named column of a map<string,string> column of row images.
+
+    Images decoded from one table shape hold the same keys in the same order (the wire's
+    order, not always the schema's), so when every row has the first row's keys the flat
+    values slice into columns with a stride, after one vectorized check of the keys; anything
+    else (rows with other columns, null images) is looked up per column with ``map_lookup``.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(images, pa.ChunkedArray):
+        images = images.combine_chunks()
+    n = len(images)
+    if n and not images.null_count:
+        offsets = images.offsets.to_numpy()
+        width = int(offsets[1] - offsets[0])
+        if width and bool((np.diff(offsets) == width).all()):
+            start = int(offsets[0])
+            keys = images.keys.slice(start, n * width)
+            first = keys.slice(0, width)
+            ordinals = pc.index_in(keys, value_set=first)
+            if not ordinals.null_count and np.array_equal(
+                ordinals.to_numpy(), np.tile(np.arange(width, dtype=np.int32), n)
+            ):
+                values = images.items.slice(start, n * width)
+                where = {key: j for j, key in enumerate(first.to_pylist())}
+                return {
+                    name: values.take(pa.array(np.arange(where[name], n * width, width)))
+                    if name in where
+                    else pa.nulls(n, pa.string())
+                    for name in names
+                }
+    return {name: pc.map_lookup(images, name, "first") for name in names}
 
 
 def convert_column(ctype: ColumnType, text: Any) -> tuple[Any, dict[int, str]]:
