@@ -582,7 +582,7 @@ def _frame_values(values: list[bytes]) -> bytes:
 # Decoder
 
 
-_Entry = tuple[Any, Any, Any, Callable[[Any], Any] | None]
+_Entry = tuple[Any, Any, Any, Any]  # (type code, flag, handle, reader)
 
 
 @dataclass(slots=True)
@@ -591,7 +591,7 @@ class _RowPlan:
     the function reading its values.  Messages are checked against it column by column."""
 
     schema: TableSchema
-    # name -> (type code, flag, handle, wire -> canonical value or None for "a string as is")
+    # name -> (type code, flag, handle, wire -> canonical value, or a reader _image inlines)
     columns: dict[str, _Entry]
     text_columns: dict[str, _Entry]  # the same with wire -> changelog text
     temporal: tuple[str, ...]
@@ -785,20 +785,24 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
         decode = _wire_decoder(ctype, code, legacy)
         to_text = _wire_text(ctype, code, legacy, decode)
         check = handle if legacy else _ANY
-        entries[name] = (code, flags, check, None if decode is _expect_str else decode)
-        text_entries[name] = (code, flags, check, None if to_text is _expect_str else to_text)
+        entries[name] = (code, flags, check, _READERS.get(decode, decode))
+        text_entries[name] = (code, flags, check, _READERS.get(to_text, to_text))
     schema = TableSchema(_str_field(key, "scm"), _str_field(key, "tbl"), tuple(columns))
     return _RowPlan(schema, entries, text_entries, temporal_columns(schema))
 
 
 _ANY = object()  # "h" is not checked when "f" (which carries the handle bit) is present
+_INTEGER = object()  # an integer column: int values are read inline (``str`` for text)
+# Readers :func:`_image` inlines for the two commonest kinds of column.
+_READERS: dict[Any, Any] = {_expect_str: None, _lenient_int: _INTEGER, _int_text: _INTEGER}
 
 
 def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[str, Any]:
     """A row image from its wire columns: canonical values, or changelog text.
 
-    This runs once per column of every row, so it is kept flat: a string column's reader is
-    ``None`` (the check is inlined), and the try covers the whole loop (free until it raises).
+    This runs once per column of every row, so it is kept flat: string and integer columns
+    are read inline (reader ``None`` and ``_INTEGER``), and the try covers the whole loop
+    (free until it raises).
     """
     entries = plan.text_columns if text else plan.columns
     out: dict[str, Any] = {}
@@ -819,6 +823,11 @@ def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[
                 if type(value) is not str:
                     raise DecodeError(f"expected a string, got {value!r}")
                 out[name] = value
+            elif read is _INTEGER:
+                if type(value) is int:
+                    out[name] = str(value) if text else value
+                else:
+                    out[name] = (_int_text if text else _lenient_int)(value)
             else:
                 out[name] = read(value)
     except DecodeError as exc:
