@@ -587,6 +587,7 @@ class _DecodePlan:
 
 
 _ROW_KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
+_NO_TIDB: dict[str, Any] = {}
 
 
 class CanalJSONDecoder:
@@ -679,12 +680,13 @@ class CanalJSONDecoder:
     ) -> None:
         """Append the changelog rows of a batch of messages (the Spark decode stage's path).
 
-        TiCDC's row messages (one row, ``_tidb.commitTs``, a table shape seen before) take a
-        short path; every other message, and any message the short path does not understand, goes
-        through ``one_by_one(i)``, which decodes message ``i`` with the full checks (and turns
-        a bad one into a dead letter).  The short path leaves one check to Arrow: image values
-        must be strings or null, which the builder's conversion enforces for the whole batch
-        (the caller redoes the batch one by one when it fails).
+        Row messages with one row of a table shape seen before (TiCDC's, and Alibaba Canal's
+        single-row ones) take a short path; every other message, and any message the short
+        path does not understand, goes through ``one_by_one(i)``, which decodes message ``i``
+        with the full checks (and turns a bad one into a dead letter).  The short path leaves
+        one check to Arrow: image values must be strings or null, which the builder's
+        conversion enforces for the whole batch (the caller redoes the batch one by one when
+        it fails).
         """
         if self.options.large_message_handle_compression != "none":
             for i in range(len(values)):
@@ -696,8 +698,15 @@ class CanalJSONDecoder:
             try:
                 obj = orjson.loads(value)  # type: ignore[arg-type]
                 op = obj["type"]
-                tidb = obj["_tidb"]
-                commit_ts = tidb["commitTs"]
+                tidb = obj.get("_tidb")
+                if tidb is None:  # Alibaba Canal: the commit time in ms is all there is
+                    commit_ts = obj["es"]
+                    if type(commit_ts) is not int or commit_ts < 0:
+                        raise LookupError
+                    commit_ts = compose_ts(commit_ts)
+                    tidb = _NO_TIDB
+                else:
+                    commit_ts = tidb["commitTs"]
                 data = obj["data"]
                 row = data[0]
                 mysql_types = obj["mysqlType"]
@@ -712,7 +721,7 @@ class CanalJSONDecoder:
                     or obj["isDdl"] is not False
                     or hit is None
                     or hit[0] != mysql_types
-                    or hit[1] != obj["pkNames"]
+                    or hit[1] != (obj["pkNames"] or ())
                     or row.keys() != hit[2]
                 ):
                     raise LookupError  # not the short path's shape: see below
