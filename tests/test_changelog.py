@@ -143,3 +143,23 @@ def test_batch_path_hands_a_bad_value_to_the_checks() -> None:
             list(decode_batches(iter([_kafka_batch(good)]), "canal-json", options))
         ).num_rows
     )
+
+
+def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
+    from pipeline_helpers import produce
+    from ticdc_spark.spark import decode as stage
+    from ticdc_spark.workload import Workload
+
+    options = {"enable-tidb-extension": "true"}
+    batch = _kafka_batch(produce(Workload(seed=13, rows=120, tables=1), "canal-json", options))
+    whole = pa.Table.from_batches(list(stage.decode_batches(iter([batch]), "canal-json", options)))
+    monkeypatch.setattr(stage, "MAX_INPUT_BYTES", batch.nbytes // 5)
+    sliced = list(stage.decode_batches(iter([batch]), "canal-json", options))
+    assert len(sliced) >= 5
+    # the same rows; each slice names the schema of the tables it holds again
+    assert pa.Table.from_batches(sliced).drop_columns(["schema"]).to_pylist() == (
+        whole.drop_columns(["schema"]).to_pylist()
+    )
+    for part in sliced:
+        rows = [r for r in part.to_pylist() if r["kind"] == "ROW"]
+        assert not rows or rows[0]["schema"]

@@ -20,6 +20,9 @@ from ticdc_spark.errors import ConfigError, DecodeError
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
+# Input batches larger than this are decoded in slices, so that no changelog batch nears the
+# 2 GiB an Arrow string column can hold (images are at most about twice the wire bytes).
+MAX_INPUT_BYTES = 256 << 20
 
 
 def decode(
@@ -62,7 +65,7 @@ def decode_batches(
 
     decoder = make_decoder(protocol, options)
     whole = getattr(decoder, "decode_changelog_batch", None)
-    for batch in batches:
+    for batch in _bounded(batches):
         records = _Records(batch, decoder, fail)
         if whole is not None:
             try:
@@ -81,6 +84,19 @@ def decode_batches(
             out = records.one_by_one()
         if out.num_rows:
             yield out
+
+
+def _bounded(batches: Iterator[Any]) -> Iterator[Any]:
+    """The batches, each over :data:`MAX_INPUT_BYTES` cut into slices of about that size."""
+    for batch in batches:
+        size = batch.nbytes
+        if size <= MAX_INPUT_BYTES or batch.num_rows < 2:
+            yield batch
+            continue
+        parts = min(batch.num_rows, -(-size // MAX_INPUT_BYTES))
+        step = -(-batch.num_rows // parts)
+        for start in range(0, batch.num_rows, step):
+            yield batch.slice(start, step)
 
 
 class _Records:
