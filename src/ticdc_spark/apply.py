@@ -25,7 +25,7 @@ from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.model import physical_ms
 from ticdc_spark.sinks.base import TableSink
 
-__all__ = ["Applier", "BatchReport", "DeadLetterWriter", "StateStore"]
+__all__ = ["Applier", "BatchReport", "ChangelogLog", "DeadLetterWriter", "StateStore"]
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +78,53 @@ class StateStore:
             for name in (f"state-{old:012d}.json", f"held-{old:012d}.arrow"):
                 (self.root / name).unlink(missing_ok=True)
 
+    def latest(self) -> int:
+        """The id of the latest batch whose state is saved (-1 if none)."""
+        return max(self._batches(), default=-1)
+
     def _batches(self) -> list[int]:
         return [int(p.stem.split("-")[1]) for p in self.root.glob("state-*.json")]
+
+
+class ChangelogLog:
+    """Micro-batches written ahead of being applied, under ``CHECKPOINT/ticdc/wal``.
+
+    When the pipeline applies a micro-batch while Spark already reads the next one, Spark
+    records the first batch's offsets as done before it is applied.  Logging the batch's
+    changelog first (Arrow IPC, synced to disk) keeps that safe: after a crash,
+    :meth:`Applier.recover` applies every logged batch that has no saved state yet.
+    """
+
+    def __init__(self, state_root: Path) -> None:
+        self.root = state_root / "wal"
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def write(self, batch: int, changelog: Any) -> None:
+        import pyarrow as pa
+
+        path = self._path(batch)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as raw:
+            with pa.ipc.new_file(raw, changelog.schema) as out:
+                out.write_table(changelog)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, path)
+
+    def read(self, batch: int) -> Any:
+        import pyarrow as pa
+
+        with pa.memory_map(str(self._path(batch))) as source:
+            return pa.ipc.open_file(source).read_all()
+
+    def batches(self) -> list[int]:
+        return sorted(int(p.stem.split("-")[1]) for p in self.root.glob("changelog-*.arrow"))
+
+    def drop(self, batch: int) -> None:
+        self._path(batch).unlink(missing_ok=True)
+
+    def _path(self, batch: int) -> Path:
+        return self.root / f"changelog-{batch:012d}.arrow"
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -188,6 +233,16 @@ class Applier:
         report.seconds = time.perf_counter() - started
         self.reports.append(report)
         return report
+
+    def recover(self, log: ChangelogLog) -> list[BatchReport]:
+        """Apply the logged micro-batches that have no saved state (a crash came after Spark
+        had recorded them as done and before their apply finished), oldest first."""
+        reports = []
+        for batch in log.batches():
+            if batch > self.store.latest():
+                reports.append(self.apply(log.read(batch), batch))
+            log.drop(batch)
+        return reports
 
     def _apply_step(self, step: TableChanges | DDLStep, version: int, report: BatchReport) -> Any:
         if isinstance(step, DDLStep):

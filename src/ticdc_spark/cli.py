@@ -382,6 +382,12 @@ def _add_replicate(commands: Any) -> None:
         metavar="DIR",
         help="dead-letter directory (default CHECKPOINT/dead-letters)",
     )
+    parser.add_argument(
+        "--serial-apply",
+        action="store_true",
+        help="apply each micro-batch before reading the next (default: apply it while Spark "
+        "reads the next, with the batch logged to the checkpoint first)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     parser.set_defaults(run=_run_replicate)
 
@@ -401,6 +407,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
         source_options=parse_key_values(args.source_option),
         on_error=args.on_error,
         dead_letters=args.dead_letters,
+        overlap=not args.serial_apply,
     )
     spark = local_session("ticdc-spark replicate")
     spark.sparkContext.setLogLevel("ERROR")

@@ -5,24 +5,31 @@
 Offsets live in Spark's checkpoint (``CHECKPOINT/spark``); the consumer state and the sinks'
 step versions make every micro-batch apply exactly once (see :mod:`ticdc_spark.apply`).
 Spark's built-in Kafka source works in place of ours: pass its DataFrame to :func:`start`.
+
+By default a micro-batch is applied in a background thread while Spark reads and decodes the
+next one (``overlap``): ``foreachBatch`` collects the changelog, logs it to disk
+(:class:`~ticdc_spark.apply.ChangelogLog`), waits for the previous batch's apply, starts this
+one's and returns.  Applying is serial and in order; a crash after Spark recorded a batch as
+done but before its apply finished is repaired at the next start from the log.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.apply import Applier, BatchReport, DeadLetterWriter, StateStore
+from ticdc_spark.apply import Applier, BatchReport, ChangelogLog, DeadLetterWriter, StateStore
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
 
-__all__ = ["PipelineConfig", "make_sink", "read_source", "run", "start"]
+__all__ = ["PipelineConfig", "RunningPipeline", "make_sink", "read_source", "run", "start"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +49,7 @@ class PipelineConfig:
     on_error: str = "dead-letter"
     dead_letters: str | None = None
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
+    overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
 
 
 def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
@@ -91,8 +99,8 @@ def start(
     source_df: Any,
     config: PipelineConfig,
     on_batch: Callable[[BatchReport], None] | None = None,
-) -> Any:
-    """Start the streaming query; returns it (``awaitTermination``/``stop`` as usual)."""
+) -> RunningPipeline:
+    """Start the streaming query (``awaitTermination``/``stop`` as usual)."""
     store = StateStore(config.checkpoint)
     sink = make_sink(config.target, app_id=store.pipeline_id())
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
@@ -110,15 +118,29 @@ def start(
         config.options,
         on_error="fail" if config.on_error == "stop" else "dead-letter",
     )
+    log = ChangelogLog(store.root)
+    for report in applier.recover(log):  # batches a crash left logged but not applied
+        if on_batch is not None:
+            on_batch(report)
+    background = _Background()
+
+    def finish(changes: Any, batch_id: int, read_seconds: float) -> None:
+        report = applier.apply(changes, batch_id)
+        log.drop(batch_id)
+        report.read_seconds = read_seconds
+        if on_batch is not None:
+            on_batch(report)
 
     def apply_batch(batch_df: Any, batch_id: int) -> None:
         started = time.perf_counter()
         changes = batch_df.toArrow()  # runs the read and decode stages of this micro-batch
         read_seconds = time.perf_counter() - started
-        report = applier.apply(changes, int(batch_id))
-        report.read_seconds = read_seconds
-        if on_batch is not None:
-            on_batch(report)
+        if not config.overlap:
+            finish(changes, int(batch_id), read_seconds)
+            return
+        log.write(int(batch_id), changes)  # before Spark may record the batch as done
+        background.wait()  # the previous batch's apply; its failure stops the query here
+        background.run(finish, changes, int(batch_id), read_seconds)
 
     writer = (
         changelog.writeStream.foreachBatch(apply_batch)
@@ -133,7 +155,71 @@ def start(
         except ValueError:
             raise ConfigError(f"--trigger is 'once' or seconds, not {config.trigger!r}") from None
         writer = writer.trigger(processingTime=f"{seconds} seconds")
-    return writer.start()
+    return RunningPipeline(writer.start(), background)
+
+
+class _Background:
+    """At most one apply running beside Spark; its error is raised by the next ``wait``."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def run(self, func: Callable[..., None], *args: Any) -> None:
+        def target() -> None:
+            try:
+                func(*args)
+            except BaseException as exc:  # handed to the caller of wait()
+                self._error = exc
+
+        self._thread = threading.Thread(target=target, name="ticdc-apply", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+class RunningPipeline:
+    """The streaming query, plus the apply that may still run after Spark's last batch.
+
+    ``awaitTermination`` and ``stop`` return once that apply has finished too; anything else
+    is the underlying ``StreamingQuery``'s.
+    """
+
+    def __init__(self, query: Any, background: _Background) -> None:
+        self.query = query
+        self._background = background
+
+    def awaitTermination(self, timeout: float | None = None) -> bool | None:
+        try:
+            done: bool | None = self.query.awaitTermination(timeout)
+        except BaseException:
+            self._settle()
+            raise
+        if timeout is None or done:
+            self._background.wait()
+        return done
+
+    def stop(self) -> None:
+        try:
+            self.query.stop()
+        finally:
+            self._background.wait()
+
+    def _settle(self) -> None:
+        """Wait for the apply while the query's own error is on its way (which wins)."""
+        try:
+            self._background.wait()
+        except BaseException:
+            log.exception("the last micro-batch's apply failed too")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.query, name)
 
 
 def run(
