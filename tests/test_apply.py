@@ -151,3 +151,32 @@ def test_logged_batches_a_crash_left_unapplied_are_applied_at_restart(tmp_path: 
     for number in range(5, len(batches)):
         restarted.apply(changelog(batches[number], protocol, options), number)
     assert_matches(workload, restarted.sink)
+
+
+def test_a_replayed_batch_writes_its_dead_letters_again(tmp_path: Path) -> None:
+    """The batch's merge committed, then the process died before the dead letters were
+    written: the replay skips the merge but must still report the change it could not apply."""
+    import orjson
+
+    from ticdc_spark.codec import Message
+
+    protocol, options = PROTOCOLS[0]
+    workload = Workload(seed=17, rows=60, tables=1, watermark_every=5)
+    messages = produce(workload, protocol, options, partitions=1)
+    first = next(m for m in messages if b'"type":"INSERT"' in (m.value or b""))
+    bad = orjson.loads(first.value)
+    bad["data"][0].update(id="999999999", k="not a number")
+    messages.append(Message(None, orjson.dumps(bad), topic="cdc", partition=0, offset=10_000))
+    log = changelog(messages, protocol, options)
+    checkpoint = tmp_path / "ckpt"
+    applier = Applier(DeltaSink(tmp_path / "lake"), StateStore(checkpoint), mode="eventual")
+    assert applier.apply(log, 0).dead_letters == 1
+    letters = checkpoint / "ticdc" / "dead-letters" / f"dead-letters-{0:012d}.jsonl"
+    assert letters.exists()
+    letters.unlink()  # the crash: the merge is committed, the dead letters and state are not
+    for state in (checkpoint / "ticdc").glob("state-*.json"):
+        state.unlink()
+    again = Applier(DeltaSink(tmp_path / "lake"), StateStore(checkpoint), mode="eventual")
+    report = again.apply(log, 0)
+    assert report.skipped_steps > 0 and report.dead_letters == 1
+    assert [orjson.loads(line)["offset"] for line in letters.read_bytes().splitlines()] == [10_000]

@@ -212,3 +212,54 @@ def _wait_for_batch_after(
     while _last_batch(state) <= batch and time.monotonic() < deadline:
         assert process.poll() is None, f"replicate exited early with {process.returncode}"
         time.sleep(0.2)
+
+
+def test_an_apply_failure_stops_the_job_and_the_restart_resumes_it(spark, tmp_path: Path) -> None:
+    """--on-error stop with overlapped apply: a change that cannot be applied (text in an
+    integer column) fails the job although Spark had moved on to the next batch; the batch
+    stays in the changelog log, and a restart that routes it to the dead letters finishes
+    with every other row applied."""
+    from pipeline_helpers import produce
+    from ticdc_spark.io.capture import write_capture
+
+    protocol, options = "canal-json", PROTOCOLS["canal-json"]
+    workload = Workload(seed=31, rows=120, tables=1, watermark_every=5)
+    messages = produce(workload, protocol, options, partitions=1)
+    rows = [i for i, m in enumerate(messages) if b'"type":"INSERT"' in (m.value or b"")]
+    bad = orjson.loads(messages[rows[0]].value)  # a row of its own, with text in an int column
+    bad["data"][0].update(id="999999999", k="not a number")
+    messages.insert(rows[0] + 1, Message(None, orjson.dumps(bad)))
+    source = tmp_path / "capture"
+    source.mkdir()
+    for number, start in enumerate(range(0, len(messages), 40)):
+        for offset, message in enumerate(messages[start : start + 40], start):
+            message.topic, message.partition, message.offset = "cdc", 0, offset
+        with open(source / f"part-{number:04d}.jsonl", "wb") as out:
+            write_capture(messages[start : start + 40], out)
+    config = PipelineConfig(
+        source=str(source),
+        protocol=protocol,
+        target=f"delta:{tmp_path / 'lake'}",
+        checkpoint=str(tmp_path / "checkpoint"),
+        mode="eventual",
+        options=options,
+        source_options={"maxFilesPerTrigger": "1"},
+        on_error="stop",
+    )
+    with pytest.raises(Exception, match=f"cdc/0@{rows[0] + 1}"):
+        run(spark, config)
+    assert list((tmp_path / "checkpoint" / "ticdc" / "wal").glob("changelog-*.arrow"))
+
+    config.on_error = "dead-letter"
+    run(spark, config)
+    letters = [
+        orjson.loads(line)
+        for path in sorted((tmp_path / "checkpoint" / "dead-letters").glob("*.jsonl"))
+        for line in path.read_bytes().splitlines()
+    ]
+    assert [(d["topic"], d["offset"]) for d in letters] == [("cdc", rows[0] + 1)]
+    assert not list((tmp_path / "checkpoint" / "ticdc" / "wal").glob("changelog-*.arrow"))
+    expected = workload.final_state()
+    assert len(expected) == 1
+    table = make_sink(config.target).read(("sbtest", "sbtest1"))
+    assert live(table).num_rows == len(next(iter(expected.values())))

@@ -121,7 +121,10 @@ class TableSink(abc.ABC):
         key = (step.database, step.table)
         self.ensure_table(step.schema)
         if self.applied_version(key) >= version:
-            return StepResult(skipped=True)
+            # A replay (the batch's apply was cut short): nothing to merge, but the step's
+            # dead letters are found again, since the cut may have come before they were
+            # written (and --on-error stop must stop again).
+            return StepResult(skipped=True, dead_letters=typed_rows(step.schema, step.rows)[1])
         rows, dead = typed_rows(step.schema, step.rows)
         details = self.merge(step.schema, rows, version) if rows.num_rows else {}
         return StepResult(rows=rows.num_rows, dead_letters=dead, details=details)
