@@ -228,8 +228,7 @@ def _wire_decoder(ctype: ColumnType, code: int, legacy: bool) -> Callable[[Any],
     if family is Family.DECIMAL:
         return lambda v: parse_decimal(v) if isinstance(v, str) else Decimal(str(v))
     if family in (Family.DATE, Family.DATETIME, Family.TIME):
-        parse = text_parser(ctype)
-        return lambda v: parse(_expect_str(v))
+        return text_parser(ctype)  # a value that is not a string fails its regex (TypeError)
     if family is Family.JSON:
         return lambda v: v if isinstance(v, str) else orjson.dumps(v).decode()
     return _identity
@@ -309,7 +308,7 @@ def _expect_str(value: Any) -> str:
 
 
 def _from_base64(value: Any) -> bytes:
-    return binascii.a2b_base64(_expect_str(value), strict_mode=True)
+    return binascii.a2b_base64(value, strict_mode=True)  # TypeError unless str (JSON: no bytes)
 
 
 def _text_from_base64(value: Any) -> str:
