@@ -163,3 +163,29 @@ def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
     for part in sliced:
         rows = [r for r in part.to_pylist() if r["kind"] == "ROW"]
         assert not rows or rows[0]["schema"]
+
+
+def test_batch_path_reads_null_names_as_the_careful_path_does() -> None:
+    import orjson
+
+    from pipeline_helpers import produce
+    from ticdc_spark.codec import Message
+    from ticdc_spark.spark.decode import _Records, decode_batches
+    from ticdc_spark.workload import Workload
+
+    options = {"enable-tidb-extension": "true"}
+    rows = [
+        m
+        for m in produce(Workload(seed=14, rows=30, tables=1), "canal-json", options)
+        if b'"type":"INSERT"' in (m.value or b"")
+    ][:3]
+    nameless = []
+    for offset, m in enumerate(rows):
+        obj = orjson.loads(m.value)
+        obj["database"] = None
+        nameless.append(Message(None, orjson.dumps(obj), topic="t", partition=0, offset=offset))
+    batch = _kafka_batch(nameless)
+    batched = pa.Table.from_batches(list(decode_batches(iter([batch]), "canal-json", options)))
+    careful = _Records(batch, make_decoder("canal-json", options), fail=False).one_by_one()
+    assert batched.to_pylist() == pa.Table.from_batches([careful]).to_pylist()
+    assert set(batched["database"].to_pylist()) == {""}

@@ -219,34 +219,8 @@ def test_an_apply_failure_stops_the_job_and_the_restart_resumes_it(spark, tmp_pa
     integer column) fails the job although Spark had moved on to the next batch; the batch
     stays in the changelog log, and a restart that routes it to the dead letters finishes
     with every other row applied."""
-    from pipeline_helpers import produce
-    from ticdc_spark.io.capture import write_capture
-
-    protocol, options = "canal-json", PROTOCOLS["canal-json"]
-    workload = Workload(seed=31, rows=120, tables=1, watermark_every=5)
-    messages = produce(workload, protocol, options, partitions=1)
-    rows = [i for i, m in enumerate(messages) if b'"type":"INSERT"' in (m.value or b"")]
-    bad = orjson.loads(messages[rows[0]].value)  # a row of its own, with text in an int column
-    bad["data"][0].update(id="999999999", k="not a number")
-    messages.insert(rows[0] + 1, Message(None, orjson.dumps(bad)))
-    source = tmp_path / "capture"
-    source.mkdir()
-    for number, start in enumerate(range(0, len(messages), 40)):
-        for offset, message in enumerate(messages[start : start + 40], start):
-            message.topic, message.partition, message.offset = "cdc", 0, offset
-        with open(source / f"part-{number:04d}.jsonl", "wb") as out:
-            write_capture(messages[start : start + 40], out)
-    config = PipelineConfig(
-        source=str(source),
-        protocol=protocol,
-        target=f"delta:{tmp_path / 'lake'}",
-        checkpoint=str(tmp_path / "checkpoint"),
-        mode="eventual",
-        options=options,
-        source_options={"maxFilesPerTrigger": "1"},
-        on_error="stop",
-    )
-    with pytest.raises(Exception, match=f"cdc/0@{rows[0] + 1}"):
+    workload, config, bad_offset = _capture_with_a_bad_insert(tmp_path, "first")
+    with pytest.raises(Exception, match=f"cdc/0@{bad_offset}"):
         run(spark, config)
     assert list((tmp_path / "checkpoint" / "ticdc" / "wal").glob("changelog-*.arrow"))
 
@@ -257,9 +231,72 @@ def test_an_apply_failure_stops_the_job_and_the_restart_resumes_it(spark, tmp_pa
         for path in sorted((tmp_path / "checkpoint" / "dead-letters").glob("*.jsonl"))
         for line in path.read_bytes().splitlines()
     ]
-    assert [(d["topic"], d["offset"]) for d in letters] == [("cdc", rows[0] + 1)]
+    assert [(d["topic"], d["offset"]) for d in letters] == [("cdc", bad_offset)]
     assert not list((tmp_path / "checkpoint" / "ticdc" / "wal").glob("changelog-*.arrow"))
     expected = workload.final_state()
     assert len(expected) == 1
     table = make_sink(config.target).read(("sbtest", "sbtest1"))
     assert live(table).num_rows == len(next(iter(expected.values())))
+
+
+def test_a_failed_last_apply_stops_a_waiting_query(spark, tmp_path: Path) -> None:
+    """With a processing-time trigger and nothing more to read, no later micro-batch would
+    report the last batch's failed apply: awaiting the query must raise it all the same."""
+    from ticdc_spark.spark.pipeline import read_source, start
+
+    _workload, config, bad_offset = _capture_with_a_bad_insert(tmp_path, "last")
+    config.trigger = "0.5"
+    query = start(spark, read_source(spark, config.source, config.source_options), config)
+    try:
+        with pytest.raises(Exception, match=f"cdc/0@{bad_offset}"):
+            assert query.awaitTermination(120) is not False, "the failed apply went unnoticed"
+    finally:
+        query.stop()
+
+
+def _capture_with_a_bad_insert(root: Path, where: str) -> tuple[Workload, PipelineConfig, int]:
+    """Capture files of a Canal-JSON workload, 40 records each, with one extra INSERT of a
+    row of its own with text in an integer column, in the first or the last file."""
+    from pipeline_helpers import produce
+    from ticdc_spark.io.capture import write_capture
+
+    protocol, options = "canal-json", PROTOCOLS["canal-json"]
+    workload = Workload(seed=31, rows=120, tables=1, watermark_every=5)
+    messages = produce(workload, protocol, options, partitions=1)
+    rows = [i for i, m in enumerate(messages) if b'"type":"INSERT"' in (m.value or b"")]
+    bad = orjson.loads(messages[rows[0]].value)
+    bad["data"][0].update(id="999999999", k="not a number")
+    if where == "last":  # committed after everything else (an older change is a replay)
+        bad["_tidb"]["commitTs"] = max(
+            orjson.loads(m.value)["_tidb"].get("commitTs") or 0 for m in messages
+        ) + (1 << 18)
+    at = rows[0] + 1 if where == "first" else len(messages)
+    messages.insert(at, Message(None, orjson.dumps(bad)))
+    source = root / "capture"
+    source.mkdir()
+    for number, start in enumerate(range(0, len(messages), 40)):
+        for offset, message in enumerate(messages[start : start + 40], start):
+            message.topic, message.partition, message.offset = "cdc", 0, offset
+        with open(source / f"part-{number:04d}.jsonl", "wb") as out:
+            write_capture(messages[start : start + 40], out)
+    config = PipelineConfig(
+        source=str(source),
+        protocol=protocol,
+        target=f"delta:{root / 'lake'}",
+        checkpoint=str(root / "checkpoint"),
+        mode="eventual",
+        options=options,
+        source_options={"maxFilesPerTrigger": "1"},
+        on_error="stop",
+    )
+    return workload, config, at
+
+
+def test_capture_source_options_ignore_case(tmp_path: Path) -> None:
+    """Spark hands data sources their options with lower-cased keys."""
+    from ticdc_spark.spark.capture_source import _Options
+
+    options = _Options({"path": str(tmp_path), "maxfilespertrigger": "2", "onbadrecord": "skip"})
+    assert (options.max_files, options.skip_bad) == (2, True)
+    options = _Options({"path": str(tmp_path), "maxFilesPerTrigger": "3"})
+    assert options.max_files == 3

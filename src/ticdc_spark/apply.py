@@ -110,6 +110,7 @@ class ChangelogLog:
             raw.flush()
             os.fsync(raw.fileno())
         os.replace(tmp, path)
+        _sync_directory(self.root)
 
     def read(self, batch: int) -> Any:
         import pyarrow as pa
@@ -134,6 +135,16 @@ def _atomic_write(path: Path, data: bytes) -> None:
         out.flush()
         os.fsync(out.fileno())
     os.replace(tmp, path)
+    _sync_directory(path.parent)
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename into ``directory`` durable (a power cut could otherwise undo it)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class DeadLetterWriter:

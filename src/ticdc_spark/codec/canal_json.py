@@ -714,6 +714,8 @@ class CanalJSONDecoder:
                 hit = last.get(slot)
                 if (
                     op not in _ROW_KINDS
+                    or type(slot[0]) is not str  # (null names: the careful path's "")
+                    or type(slot[1]) is not str
                     or type(commit_ts) is not int
                     or commit_ts < 0
                     or len(data) != 1

@@ -51,13 +51,14 @@ def _files(path: str) -> list[str]:
 
 class _Options:
     def __init__(self, options: dict[str, str]) -> None:
+        options = {k.lower(): v for k, v in options.items()}  # Spark's options ignore case
         path = options.get("path")
         if not path:
             raise ConfigError("the ticdc-capture source needs option path=DIR")
         self.path = path
-        self.max_files = int(options.get("maxFilesPerTrigger", "0") or 0)
-        self.skip_bad = options.get("onBadRecord", "fail").lower() == "skip"
-        if options.get("onBadRecord", "fail").lower() not in ("fail", "skip"):
+        self.max_files = int(options.get("maxfilespertrigger", "0") or 0)
+        self.skip_bad = options.get("onbadrecord", "fail").lower() == "skip"
+        if options.get("onbadrecord", "fail").lower() not in ("fail", "skip"):
             raise ConfigError("onBadRecord is fail or skip")
 
 

@@ -165,6 +165,11 @@ class _Background:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
+    @property
+    def failed(self) -> bool:
+        """The last apply ended with an error not yet raised."""
+        return self._error is not None and not (self._thread and self._thread.is_alive())
+
     def run(self, func: Callable[..., None], *args: Any) -> None:
         def target() -> None:
             try:
@@ -196,14 +201,28 @@ class RunningPipeline:
         self._background = background
 
     def awaitTermination(self, timeout: float | None = None) -> bool | None:
-        try:
-            done: bool | None = self.query.awaitTermination(timeout)
-        except BaseException:
-            self._settle()
-            raise
-        if timeout is None or done:
-            self._background.wait()
-        return done
+        """Wait for the query to end (or ``timeout`` seconds), and for its last apply.
+
+        A failed apply stops the query at once, even when no further micro-batch comes
+        (with a processing-time trigger and no new data, ``foreachBatch`` would not run again
+        to report it).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            step = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+            try:
+                done = bool(self.query.awaitTermination(step))
+            except BaseException:
+                self._settle()
+                raise
+            if done:
+                self._background.wait()
+                return True if timeout is not None else None
+            if self._background.failed:
+                self.query.stop()
+                self._background.wait()  # raises the apply's error
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def stop(self) -> None:
         try:
