@@ -189,3 +189,32 @@ def test_batch_path_reads_null_names_as_the_careful_path_does() -> None:
     careful = _Records(batch, make_decoder("canal-json", options), fail=False).one_by_one()
     assert batched.to_pylist() == pa.Table.from_batches([careful]).to_pylist()
     assert set(batched["database"].to_pylist()) == {""}
+
+
+def test_a_value_arrow_cannot_hold_becomes_a_dead_letter() -> None:
+    """A commit ts past int64 passes the decoder's checks but no changelog column holds it:
+    that record, and only it, becomes a dead letter (and in fail mode, the error)."""
+    import orjson
+
+    from pipeline_helpers import produce
+    from ticdc_spark.codec import Message
+    from ticdc_spark.errors import DecodeError
+    from ticdc_spark.spark.decode import decode_batches
+    from ticdc_spark.workload import Workload
+
+    options = {"enable-tidb-extension": "true"}
+    good = produce(Workload(seed=15, rows=30, tables=1), "canal-json", options, partitions=1)
+    first = next(m for m in good if b'"type":"INSERT"' in (m.value or b""))
+    huge = orjson.loads(first.value)
+    huge["_tidb"]["commitTs"] = 1 << 63  # a JSON integer orjson reads, past int64
+    bad = Message(None, orjson.dumps(huge), topic="cdc", partition=0, offset=77_777)
+    batch = _kafka_batch([*good, bad])
+    out = pa.Table.from_batches(list(decode_batches(iter([batch]), "canal-json", options)))
+    errors = out.filter(pa.compute.equal(out["kind"], "ERROR")).to_pylist()
+    assert [(e["offset"], e["value"]) for e in errors] == [(77_777, bad.value)]
+    expected = pa.Table.from_batches(
+        list(decode_batches(iter([_kafka_batch(good)]), "canal-json", options))
+    )
+    assert out.num_rows == expected.num_rows + 1
+    with pytest.raises(DecodeError, match="cdc/0@77777"):
+        list(decode_batches(iter([batch]), "canal-json", options, fail=True))

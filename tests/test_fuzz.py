@@ -148,3 +148,26 @@ def test_decode_error_names_the_record() -> None:
         make_decoder("canal-json").decode(message)
     assert "orders/2@41" in str(info.value)
     assert "data" in info.value.reason
+
+
+def test_open_protocol_decimal_of_the_wrong_json_type_is_a_decode_error() -> None:
+    """decimal.InvalidOperation (a JSON list or bool in a DECIMAL column) is a DecodeError."""
+    import struct
+
+    import orjson
+
+    from ticdc_spark.codec import Message, make_decoder
+    from ticdc_spark.errors import DecodeError
+
+    key = orjson.dumps({"ts": 1 << 20, "scm": "d", "tbl": "t", "t": 1})
+    for wrong in ([1], True, {"a": 1}):
+        value = orjson.dumps({"u": {"a": {"t": 246, "f": 0, "v": wrong}}})
+        message = Message(
+            struct.pack(">QQ", 1, len(key)) + key,
+            struct.pack(">Q", len(value)) + value,
+            topic="x",
+            partition=0,
+            offset=3,
+        )
+        with pytest.raises(DecodeError, match="x/0@3"):
+            make_decoder("open-protocol", {}).decode(message)

@@ -35,7 +35,7 @@ INPUT_ERRORS = (
     KeyError,
     IndexError,
     AttributeError,
-    OverflowError,
+    ArithmeticError,  # decimal.InvalidOperation (a JSON list in a DECIMAL column), overflow
     UnicodeError,
     binascii.Error,
     orjson.JSONDecodeError,

@@ -59,14 +59,14 @@ def decode_batches(
     (``decode_changelog_batch``) get the whole batch; if the batch's Arrow conversion then
     finds a value the batch path let through (it leaves type checks to Arrow), the batch is
     decoded again one message at a time, where every check runs and a bad message becomes a
-    dead letter.
+    dead letter.  Should Arrow still refuse the rows, each record is built on its own and the
+    ones it refuses become dead letters too.
     """
-    import pyarrow as pa
-
     decoder = make_decoder(protocol, options)
     whole = getattr(decoder, "decode_changelog_batch", None)
     for batch in _bounded(batches):
         records = _Records(batch, decoder, fail)
+        out = None
         if whole is not None:
             try:
                 whole(
@@ -78,12 +78,19 @@ def decode_batches(
                     records.decode_one,
                 )
                 out = records.builder.to_batch()
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
+            except _UNFIT:
+                pass
+        if out is None:
+            try:
                 out = records.one_by_one()
-        else:
-            out = records.one_by_one()
+            except _UNFIT:  # a value no changelog column can hold (an integer past int64)
+                out = records.isolated()
         if out.num_rows:
             yield out
+
+
+# What Arrow raises when a changelog batch cannot be built from the decoded rows.
+_UNFIT = (ArithmeticError, TypeError, ValueError)  # pyarrow's ArrowInvalid/TypeError among them
 
 
 def _bounded(batches: Iterator[Any]) -> Iterator[Any]:
@@ -136,6 +143,29 @@ class _Records:
         for i in range(len(self.values)):
             self.decode_one(i)
         return self.builder.to_batch()
+
+    def isolated(self) -> Any:
+        """Like :meth:`one_by_one`, with each record's rows made into Arrow on their own, so
+        that a record Arrow refuses becomes a dead letter (or the error, in fail mode)."""
+        import pyarrow as pa
+
+        parts = []
+        for i in range(len(self.values)):
+            self.builder = ChangelogBuilder()
+            self.decode_one(i)
+            try:
+                parts.append(self.builder.to_batch())
+            except _UNFIT as exc:
+                reason = f"a decoded value does not fit the changelog: {exc}"
+                key, value = self.keys[i], self.values[i]
+                topic, partition, offset = self.topics[i], self.partitions[i], self.offsets[i]
+                if self.fail:
+                    position = Message(key, value, topic=topic, partition=partition, offset=offset)
+                    raise DecodeError(reason, position=position.position, payload=value) from None
+                self.builder = ChangelogBuilder()
+                self.builder.add_error(reason, topic, partition, offset, key, value)
+                parts.append(self.builder.to_batch())
+        return pa.concat_batches(parts) if parts else ChangelogBuilder().to_batch()
 
 
 def changes(changelog: Any) -> Any:
