@@ -238,7 +238,13 @@ class Applier:
         )
         dead = [plan.dead_letters]
         for number, step in enumerate(plan.steps):
-            dead.append(self._apply_step(step, batch * STEPS_PER_BATCH + number, report))
+            version = batch * STEPS_PER_BATCH + number
+            if isinstance(step, TableChanges) and self._renamed_since(plan.steps, number, version):
+                result = self.sink.replayed(step)
+                report.skipped_steps += 1
+                dead.append(result.dead_letters)
+                continue
+            dead.append(self._apply_step(step, version, report))
         report.dead_letters = self._dead_letters(batch, dead)
         self.store.save(batch, planner.state)
         report.seconds = time.perf_counter() - started
@@ -254,6 +260,24 @@ class Applier:
                 reports.append(self.apply(log.read(batch), batch))
             log.drop(batch)
         return reports
+
+    def _renamed_since(self, steps: list[Any], number: int, version: int) -> bool:
+        """Whether a replay finds this row step's table already renamed by a later step of
+        the batch: the table is gone, and under its new name it has this step's version.
+        (Applying the rows again would recreate the old table beside the renamed one.)"""
+        key = original = (steps[number].database, steps[number].table)
+        if self.sink.exists(key):
+            return False
+        for later in steps[number + 1 :]:
+            if (
+                isinstance(later, DDLStep)
+                and later.renamed_to
+                and (later.database, later.table) == key
+            ):
+                key = later.renamed_to
+        return (
+            key != original and self.sink.exists(key) and self.sink.applied_version(key) >= version
+        )
 
     def _apply_step(self, step: TableChanges | DDLStep, version: int, report: BatchReport) -> Any:
         if isinstance(step, DDLStep):

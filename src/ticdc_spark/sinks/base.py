@@ -119,15 +119,19 @@ class TableSink(abc.ABC):
     def apply_rows(self, step: TableChanges, version: int) -> StepResult:
         """Merge one table's final changes (skipped if this version was applied)."""
         key = (step.database, step.table)
+        if self.exists(key) and self.applied_version(key) >= version:
+            # A replay (the batch's apply was cut short): nothing to merge, and the table is
+            # left as later steps made it; but the step's dead letters are found again, since
+            # the cut may have come before they were written (and --on-error stop must stop).
+            return self.replayed(step)
         self.ensure_table(step.schema)
-        if self.applied_version(key) >= version:
-            # A replay (the batch's apply was cut short): nothing to merge, but the step's
-            # dead letters are found again, since the cut may have come before they were
-            # written (and --on-error stop must stop again).
-            return StepResult(skipped=True, dead_letters=typed_rows(step.schema, step.rows)[1])
         rows, dead = typed_rows(step.schema, step.rows)
         details = self.merge(step.schema, rows, version) if rows.num_rows else {}
         return StepResult(rows=rows.num_rows, dead_letters=dead, details=details)
+
+    def replayed(self, step: TableChanges) -> StepResult:
+        """The result of a row step an earlier attempt of its batch applied."""
+        return StepResult(skipped=True, dead_letters=typed_rows(step.schema, step.rows)[1])
 
     def ensure_table(self, schema: TableSchema) -> None:
         """Create the table, or add the columns it lacks (no rewrite)."""
