@@ -239,12 +239,8 @@ class Applier:
         dead = [plan.dead_letters]
         for number, step in enumerate(plan.steps):
             version = batch * STEPS_PER_BATCH + number
-            if isinstance(step, TableChanges) and self._renamed_since(plan.steps, number, version):
-                result = self.sink.replayed(step)
-                report.skipped_steps += 1
-                dead.append(result.dead_letters)
-                continue
-            dead.append(self._apply_step(step, version, report))
+            replayed = self._renamed_since(plan.steps, number, version)
+            dead.append(self._apply_step(step, version, report, replayed))
         report.dead_letters = self._dead_letters(batch, dead)
         self.store.save(batch, planner.state)
         report.seconds = time.perf_counter() - started
@@ -265,9 +261,10 @@ class Applier:
         """Whether a replay finds this row step's table already renamed by a later step of
         the batch: the table is gone, and under its new name it has this step's version.
         (Applying the rows again would recreate the old table beside the renamed one.)"""
-        key = original = (steps[number].database, steps[number].table)
-        if self.sink.exists(key):
+        step = steps[number]
+        if not isinstance(step, TableChanges):
             return False
+        key = original = (step.database, step.table)
         for later in steps[number + 1 :]:
             if (
                 isinstance(later, DDLStep)
@@ -275,16 +272,25 @@ class Applier:
                 and (later.database, later.table) == key
             ):
                 key = later.renamed_to
-        return (
-            key != original and self.sink.exists(key) and self.sink.applied_version(key) >= version
+        return (  # the sink is asked only when the batch renames the table later on
+            key != original
+            and not self.sink.exists(original)
+            and self.sink.exists(key)
+            and self.sink.applied_version(key) >= version
         )
 
-    def _apply_step(self, step: TableChanges | DDLStep, version: int, report: BatchReport) -> Any:
+    def _apply_step(
+        self,
+        step: TableChanges | DDLStep,
+        version: int,
+        report: BatchReport,
+        replayed: bool = False,
+    ) -> Any:
         if isinstance(step, DDLStep):
             self.sink.apply_ddl(step, version)
             report.ddl += 1
             return None
-        result = self.sink.apply_rows(step, version)
+        result = self.sink.replayed(step) if replayed else self.sink.apply_rows(step, version)
         if self.track_commits:
             report.commit_ts.append(step.rows["commit_ts"])
         report.skipped_steps += int(result.skipped)

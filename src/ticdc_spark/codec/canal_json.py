@@ -699,14 +699,9 @@ class CanalJSONDecoder:
                 obj = orjson.loads(value)  # type: ignore[arg-type]
                 op = obj["type"]
                 tidb = obj.get("_tidb")
-                if tidb is None:  # Alibaba Canal: the commit time in ms is all there is
-                    commit_ts = obj["es"]
-                    if type(commit_ts) is not int or commit_ts < 0:
-                        raise LookupError
-                    commit_ts = compose_ts(commit_ts)
+                if tidb is None:  # Alibaba Canal
                     tidb = _NO_TIDB
-                else:
-                    commit_ts = tidb["commitTs"]
+                commit_ts = self._commit_ts(obj, tidb)  # (a bad one raises DecodeError)
                 data = obj["data"]
                 row = data[0]
                 mysql_types = obj["mysqlType"]
@@ -716,8 +711,6 @@ class CanalJSONDecoder:
                     op not in _ROW_KINDS
                     or type(slot[0]) is not str  # (null names: the careful path's "")
                     or type(slot[1]) is not str
-                    or type(commit_ts) is not int
-                    or commit_ts < 0
                     or len(data) != 1
                     or "claimCheckLocation" in tidb
                     or obj["isDdl"] is not False

@@ -209,9 +209,11 @@ class RunningPipeline:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            step = 1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:  # (Spark refuses a timeout that is not > 0)
+                return False
             try:
-                done = bool(self.query.awaitTermination(step))
+                done = bool(self.query.awaitTermination(1.0 if left is None else min(1.0, left)))
             except BaseException:
                 self._settle()
                 raise
@@ -221,8 +223,6 @@ class RunningPipeline:
             if self._background.failed:
                 self.query.stop()
                 self._background.wait()  # raises the apply's error
-            if deadline is not None and time.monotonic() >= deadline:
-                return False
 
     def stop(self) -> None:
         try:
