@@ -97,8 +97,10 @@ def throughput(spark: Any, bench: Bench, bootstrap: str, rows: int, root: Path) 
     seconds = time.perf_counter() - started
     applied = sum(r.rows_in for r in reports)
     for r in reports:
-        print(f"  batch {r.batch}: {r.rows_in:,} changes, read+decode {r.read_seconds:.1f}s, "
-              f"apply {r.seconds:.1f}s")
+        print(
+            f"  batch {r.batch}: {r.rows_in:,} changes, read+decode {r.read_seconds:.1f}s, "
+            f"apply {r.seconds:.1f}s"
+        )
     print(
         f"\nend to end, {applied:,} changes ({bench.protocol}, {bench.tables} table(s)) "
         "from broker to Delta, local[2]: "
@@ -107,9 +109,7 @@ def throughput(spark: Any, bench: Bench, bootstrap: str, rows: int, root: Path) 
     )
 
 
-def latency(
-    spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, root: Path
-) -> None:
+def latency(spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, root: Path) -> None:
     import numpy as np
 
     workload = Workload(
@@ -172,9 +172,7 @@ def _paced_producer(
     )
 
 
-def end_to_end(
-    spark: Any, bench: Bench, rows: int, rate: int = 2000, seconds: int = 30
-) -> None:
+def end_to_end(spark: Any, bench: Bench, rows: int, rate: int = 2000, seconds: int = 30) -> None:
     broker = Broker()
     try:
         with tempfile.TemporaryDirectory() as tmp:

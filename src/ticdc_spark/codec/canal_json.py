@@ -599,6 +599,7 @@ class CanalJSONDecoder:
         self.options = options or CanalJSONOptions()
         self._plans: LRUCache[tuple[Any, ...], _DecodePlan] = LRUCache()
         self._last: dict[tuple[str, str], tuple[Any, Any, Any, _DecodePlan]] = {}
+        self._shapes: dict[str, tuple[str, tuple[str, str]] | None] = {}
         self._fsp = TemporalFsp()
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
@@ -751,6 +752,41 @@ class CanalJSONDecoder:
                 (topics[i], partitions[i], offsets[i], 0),
                 tidb.get("onlyHandleKey") is True,
             )
+
+    def decode_arrow_batch(
+        self, batch: Any, careful: Callable[[int], None], builder: ChangelogBuilder
+    ) -> Any:
+        """The changelog batch of an Arrow batch of Kafka records, with the compiled scanner
+        (:mod:`ticdc_spark.codec.canal_arrow`); None when it is not installed or does not
+        apply.  ``careful(i)`` decodes record ``i`` with every check into ``builder``."""
+        from ticdc_spark.codec.canal_arrow import decode_batch
+
+        if self.options.large_message_handle_compression != "none":
+            return None
+        return decode_batch(self, batch, careful, builder)
+
+    def arrow_shape(self, text: str) -> tuple[str, tuple[str, str]] | None:
+        """For the scanner: the schema JSON and table of a shape (``[database, table,
+        mysqlType, pkNames, [column, ...]]``), or None if its messages need the careful path
+        (a shape the plan refuses, duplicate or unknown columns, binary columns)."""
+        hit = self._shapes.get(text, False)
+        if hit is not False:
+            return hit  # type: ignore[return-value]
+        result: tuple[str, tuple[str, str]] | None = None
+        try:
+            database, table, mysql_types, pk, names = orjson.loads(text)
+            if type(mysql_types) is dict and len(set(names)) == len(names):
+                obj = {"database": database, "table": table, "mysqlType": mysql_types}
+                obj["pkNames"] = pk
+                plan = self._plan(obj, dict.fromkeys(names))
+                if not plan.binary and plan.parsers.keys() >= set(names):
+                    result = (plan.schema_text, (database, table))
+        except (DecodeError, ValueError, TypeError):
+            result = None
+        if len(self._shapes) > 4096:
+            self._shapes.clear()
+        self._shapes[text] = result
+        return result
 
     def _text_rows(
         self, obj: dict[str, Any], kind: RowKind

@@ -11,6 +11,7 @@ to decode become ERROR rows (the dead letters) rather than failing the job, unle
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from functools import cached_property
 from typing import Any
 
 from ticdc_spark.changelog import ERROR, ChangelogBuilder, arrow_schema
@@ -55,7 +56,9 @@ def decode_batches(
 ) -> Iterator[Any]:
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
-    Each input batch becomes one changelog batch.  Decoders with a batch path
+    Each input batch becomes one changelog batch.  Decoders with an Arrow path
+    (``decode_arrow_batch``, Canal-JSON's compiled scanner) get the Arrow batch and decode
+    what it cannot with ``decode_one``; decoders with a batch path
     (``decode_changelog_batch``) get the whole batch; if the batch's Arrow conversion then
     finds a value the batch path let through (it leaves type checks to Arrow), the batch is
     decoded again one message at a time, where every check runs and a bad message becomes a
@@ -63,11 +66,17 @@ def decode_batches(
     ones it refuses become dead letters too.
     """
     decoder = make_decoder(protocol, options)
+    arrow = getattr(decoder, "decode_arrow_batch", None)
     whole = getattr(decoder, "decode_changelog_batch", None)
     for batch in _bounded(batches):
         records = _Records(batch, decoder, fail)
         out = None
-        if whole is not None:
+        if arrow is not None:
+            try:
+                out = arrow(batch, records.decode_one, records.builder)
+            except _UNFIT:
+                out = None
+        if out is None and whole is not None:
             try:
                 whole(
                     records.values,
@@ -110,15 +119,32 @@ class _Records:
     """One Arrow batch of Kafka records as Python lists, and the changelog being built."""
 
     def __init__(self, batch: Any, decoder: Any, fail: bool) -> None:
-        self.keys = batch.column("key").to_pylist()
-        self.values = batch.column("value").to_pylist()
-        self.topics = [t or "" for t in batch.column("topic").to_pylist()]
-        self.partitions = [p or 0 for p in batch.column("partition").to_pylist()]
-        self.offsets = [o or 0 for o in batch.column("offset").to_pylist()]
+        self.batch = batch
         self.decoder = decoder
         self.fast = getattr(decoder, "decode_changelog", None)
         self.fail = fail
         self.builder = ChangelogBuilder()
+
+    # The batch as Python lists, made when first needed (the Arrow path may never need them).
+    @cached_property
+    def keys(self) -> list[bytes | None]:
+        return self.batch.column("key").to_pylist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def values(self) -> list[bytes | None]:
+        return self.batch.column("value").to_pylist()  # type: ignore[no-any-return]
+
+    @cached_property
+    def topics(self) -> list[str]:
+        return [t or "" for t in self.batch.column("topic").to_pylist()]
+
+    @cached_property
+    def partitions(self) -> list[int]:
+        return [p or 0 for p in self.batch.column("partition").to_pylist()]
+
+    @cached_property
+    def offsets(self) -> list[int]:
+        return [o or 0 for o in self.batch.column("offset").to_pylist()]
 
     def decode_one(self, i: int) -> None:
         """Decode record ``i`` with every check; a failure becomes a dead letter (or raises)."""
