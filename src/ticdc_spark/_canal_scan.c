@@ -370,6 +370,37 @@ static int read_literal(Scan *s, const char *word) {
     return OK;
 }
 
+enum { MORE = 2 }; /* after_item: another member or element follows */
+
+/* After a member or element: MORE (the comma consumed), or OK at `close` (consumed). */
+static int after_item(Scan *s, unsigned char close) {
+    skip_ws(s);
+    if (s->p >= s->end) return SLOW;
+    if (*s->p == ',') {
+        s->p++;
+        return MORE;
+    }
+    if (*s->p != close) return SLOW;
+    s->p++;
+    return OK;
+}
+
+/* A member's key (its raw text in [*start, *end), unescaped into out unless NULL) and the
+   colon after it. */
+static int read_key(Scan *s, Buf *out, int *escaped, const unsigned char **start,
+                    const unsigned char **end) {
+    int r;
+    skip_ws(s);
+    *start = s->p;
+    if ((r = read_string(s, out, escaped)) != OK) return r;
+    *end = s->p;
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != ':') return SLOW;
+    s->p++;
+    skip_ws(s);
+    return OK;
+}
+
 /* Checks and skips any JSON value. */
 static int skip_value(Scan *s, int depth) {
     skip_ws(s);
@@ -394,23 +425,10 @@ static int skip_value(Scan *s, int depth) {
     }
     for (;;) {
         int r;
-        if (c == '{') {
-            skip_ws(s);
-            if ((r = read_string(s, NULL, NULL)) != OK) return r;
-            skip_ws(s);
-            if (s->p >= s->end || *s->p != ':') return SLOW;
-            s->p++;
-        }
+        const unsigned char *start, *end;
+        if (c == '{' && (r = read_key(s, NULL, NULL, &start, &end)) != OK) return r;
         if ((r = skip_value(s, depth + 1)) != OK) return r;
-        skip_ws(s);
-        if (s->p >= s->end) return SLOW;
-        if (*s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (*s->p != close) return SLOW;
-        s->p++;
-        return OK;
+        if ((r = after_item(s, close)) != MORE) return r;
     }
 }
 
@@ -424,16 +442,11 @@ static int read_image(Scan *s, Image *image, Buf *raw_keys) {
     skip_ws(s);
     if (s->p < s->end && *s->p == '}') return SLOW; /* a row without columns */
     for (;;) {
-        skip_ws(s);
-        const unsigned char *start = s->p;
-        if ((r = read_string(s, &image->keys.bytes, NULL)) != OK) return r;
+        const unsigned char *start, *end;
+        if ((r = read_key(s, &image->keys.bytes, NULL, &start, &end)) != OK) return r;
         if (strings_close(&image->keys, 1) < 0) return FAIL;
-        if (raw_keys && (buf_put(raw_keys, start, s->p - start) < 0 || buf_put(raw_keys, ",", 1) < 0))
+        if (raw_keys && (buf_put(raw_keys, start, end - start) < 0 || buf_put(raw_keys, ",", 1) < 0))
             return FAIL;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != ':') return SLOW;
-        s->p++;
-        skip_ws(s);
         if (s->p < s->end && *s->p == '"') {
             if ((r = read_string(s, &image->values.bytes, NULL)) != OK) return r;
             if (strings_close(&image->values, 1) < 0) return FAIL;
@@ -442,15 +455,7 @@ static int read_image(Scan *s, Image *image, Buf *raw_keys) {
         } else {
             return SLOW;
         }
-        skip_ws(s);
-        if (s->p >= s->end) return SLOW;
-        if (*s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (*s->p != '}') return SLOW;
-        s->p++;
-        return OK;
+        if ((r = after_item(s, '}')) != MORE) return r;
     }
 }
 
@@ -524,15 +529,9 @@ static int read_tidb(Scan *s, Message *m) {
         return OK;
     }
     for (;;) {
-        skip_ws(s);
-        const unsigned char *start = s->p;
-        if ((r = read_string(s, NULL, &escaped)) != OK) return r;
-        const unsigned char *end = s->p;
+        const unsigned char *start, *end;
+        if ((r = read_key(s, NULL, &escaped, &start, &end)) != OK) return r;
         if (escaped) return SLOW;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != ':') return SLOW;
-        s->p++;
-        skip_ws(s);
         if (key_is(start, end, "commitTs")) {
             if (m->has_commit_ts) return SLOW; /* twice */
             if (read_literal(s, "null") == OK) {
@@ -551,15 +550,7 @@ static int read_tidb(Scan *s, Message *m) {
         } else if ((r = skip_value(s, 2)) != OK) {
             return r;
         }
-        skip_ws(s);
-        if (s->p >= s->end) return SLOW;
-        if (*s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (*s->p != '}') return SLOW;
-        s->p++;
-        return OK;
+        if ((r = after_item(s, '}')) != MORE) return r;
     }
 }
 
@@ -587,15 +578,9 @@ static int read_message(Scan *s, Message *m, Batch *b) {
     skip_ws(s);
     if (s->p < s->end && *s->p == '}') return SLOW;
     for (;;) {
-        skip_ws(s);
-        const unsigned char *start = s->p;
-        if ((r = read_string(s, NULL, &escaped)) != OK) return r;
-        const unsigned char *end = s->p;
+        const unsigned char *start, *end;
+        if ((r = read_key(s, NULL, &escaped, &start, &end)) != OK) return r;
         if (escaped) return SLOW; /* "\u0064ata" would be "data" */
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != ':') return SLOW;
-        s->p++;
-        skip_ws(s);
         int field = 0;
         if (key_is(start, end, "database")) {
             field = F_DATABASE;
@@ -652,15 +637,8 @@ static int read_message(Scan *s, Message *m, Batch *b) {
         if (r != OK) return r;
         if (seen & field) return SLOW; /* a field given twice: leave it to the careful path */
         seen |= field;
-        skip_ws(s);
-        if (s->p >= s->end) return SLOW;
-        if (*s->p == ',') {
-            s->p++;
-            continue;
-        }
-        if (*s->p != '}') return SLOW;
-        s->p++;
-        break;
+        if ((r = after_item(s, '}')) == OK) break;
+        if (r != MORE) return r;
     }
     skip_ws(s);
     if (s->p != s->end) return SLOW; /* text after the document */

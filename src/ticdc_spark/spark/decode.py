@@ -32,8 +32,13 @@ def decode(
     options: Mapping[str, Any] | None = None,
     *,
     on_error: str = "dead-letter",
+    compiled: bool = True,
 ) -> Any:
-    """The changelog DataFrame of a Kafka-shaped DataFrame (see :mod:`ticdc_spark.changelog`)."""
+    """The changelog DataFrame of a Kafka-shaped DataFrame (see :mod:`ticdc_spark.changelog`).
+
+    ``compiled=False`` keeps a protocol's compiled path (Canal-JSON's scanner) out of use, to
+    compare or to rule it out; the result is the same.
+    """
     from pyspark.sql.pandas.types import from_arrow_schema
 
     if on_error not in ("dead-letter", "fail"):
@@ -46,13 +51,18 @@ def decode(
     fail = on_error == "fail"
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        return decode_batches(batches, protocol, options, fail=fail)
+        return decode_batches(batches, protocol, options, fail=fail, compiled=compiled)
 
     return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
 
 
 def decode_batches(
-    batches: Iterator[Any], protocol: str, options: Mapping[str, Any], *, fail: bool = False
+    batches: Iterator[Any],
+    protocol: str,
+    options: Mapping[str, Any],
+    *,
+    fail: bool = False,
+    compiled: bool = True,
 ) -> Iterator[Any]:
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
@@ -66,7 +76,7 @@ def decode_batches(
     ones it refuses become dead letters too.
     """
     decoder = make_decoder(protocol, options)
-    arrow = getattr(decoder, "decode_arrow_batch", None)
+    arrow = getattr(decoder, "decode_arrow_batch", None) if compiled else None
     whole = getattr(decoder, "decode_changelog_batch", None)
     for batch in _bounded(batches):
         records = _Records(batch, decoder, fail)
