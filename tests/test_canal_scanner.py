@@ -242,3 +242,17 @@ def test_the_scanner_checks_its_buffers() -> None:
         _canal_scan.scan(b"{}", np.array([2, 1], np.int32))
     with pytest.raises(ValueError, match="int32"):
         _canal_scan.scan(b"{}", b"\x00\x00\x00")
+
+
+@needs_scanner
+def test_a_failing_scanner_path_falls_back_to_the_python_path(monkeypatch) -> None:
+    """If Arrow refuses the scanner path's batch after the careful path added rows, the
+    batch is decoded again by the Python path, with no row twice."""
+    values = [*_messages()[:40], EDGE_CASES[9]]  # a two-row message: careful path
+    expected = _decoded(_batch(values), compiled=False)
+
+    def refuse(*args: object) -> None:
+        raise ValueError("refused")
+
+    monkeypatch.setattr(canal_arrow._Tables, "schema_column", refuse)
+    assert _decoded(_batch(values)) == expected

@@ -86,6 +86,8 @@ def decode_batches(
                 out = arrow(batch, records.decode_one, records.builder)
             except _UNFIT:
                 out = None
+            if out is None:  # (rows the careful path added before the failure must not stay)
+                records.builder = ChangelogBuilder()
         if out is None and whole is not None:
             try:
                 whole(
