@@ -19,7 +19,7 @@
  * Memory: nothing is allocated from a length read in a message; output buffers grow with the
  * bytes actually consumed, and nesting is limited to MAX_DEPTH.
  *
- * scan(data, offsets) -> tuple of bytes objects (see build_result for the order), where
+ * scan(data, offsets) -> tuple of bytearrays (see build_result for the order), where
  * `data` and `offsets` are the buffers of an Arrow binary array (int32 offsets, n + 1 of them).
  */
 #define PY_SSIZE_T_CLEAN
