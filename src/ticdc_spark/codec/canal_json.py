@@ -773,16 +773,20 @@ class CanalJSONDecoder:
         if hit is not False:
             return hit  # type: ignore[return-value]
         result: tuple[str, tuple[str, str]] | None = None
-        try:
+        try:  # (anything unexpected in the shape leaves result None: the careful path)
             database, table, mysql_types, pk, names = orjson.loads(text)
             if type(mysql_types) is dict and len(set(names)) == len(names):
-                obj = {"database": database, "table": table, "mysqlType": mysql_types}
-                obj["pkNames"] = pk
+                obj = {
+                    "database": database,
+                    "table": table,
+                    "mysqlType": mysql_types,
+                    "pkNames": pk,
+                }
                 plan = self._plan(obj, dict.fromkeys(names))
                 if not plan.binary and plan.parsers.keys() >= set(names):
                     result = (plan.schema_text, (database, table))
         except (DecodeError, ValueError, TypeError):
-            result = None
+            pass
         if len(self._shapes) > 4096:
             self._shapes.clear()
         self._shapes[text] = result
