@@ -1,18 +1,23 @@
-"""Builds the optional compiled Canal-JSON scanner; everything else is in pyproject.toml.
+"""Builds the optional compiled modules; everything else is in pyproject.toml.
 
-The extension is optional: without a C compiler the package installs and runs on its pure
-Python decode path (``ticdc_spark.codec.canal_arrow.native_scanner()`` says which is in use).
+``_canal_scan`` is the Spark decode stage's Canal-JSON scanner, ``_values`` the codecs'
+per-column loops.  Both are optional: without a C compiler the package installs and runs on
+its pure Python paths (``ticdc_spark.codec.canal_arrow.native_scanner()`` and
+``ticdc_spark.codec.compiled.native()`` say what is in use).
 """
 
 from setuptools import Extension, setup
 
+FLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"]
+
 setup(
     ext_modules=[
         Extension(
-            "ticdc_spark._canal_scan",
-            ["src/ticdc_spark/_canal_scan.c"],
-            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            f"ticdc_spark.{name}",
+            [f"src/ticdc_spark/{name}.c"],
+            extra_compile_args=FLAGS,
             optional=True,
         )
+        for name in ("_canal_scan", "_values")
     ]
 )

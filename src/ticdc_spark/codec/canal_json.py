@@ -42,6 +42,8 @@ from ticdc_spark.codec.common import (
     row_images,
     temporal_columns,
 )
+from ticdc_spark.codec.compiled import LATIN1, kind_of
+from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
 from ticdc_spark.codec.options import CommonOptions
@@ -296,7 +298,7 @@ def _parser(ctype: ColumnType) -> Callable[[str], Any]:
     """The string in ``data``/``old`` -> canonical value."""
     family = ctype.family
     if family is Family.BYTES:
-        return lambda text: text.encode("latin-1")
+        return _latin1_bytes
     if family is Family.ENUM:
         return lambda text: _member_or_int(text, ctype.enum_index, "ENUM")
     if family is Family.SET:
@@ -304,6 +306,10 @@ def _parser(ctype: ColumnType) -> Callable[[str], Any]:
     if family is Family.FLOAT:
         return parse_float
     return text_parser(ctype)
+
+
+def _latin1_bytes(text: str) -> bytes:
+    return text.encode("latin-1")
 
 
 def _member_or_int(text: str, lookup: Callable[[str], int | None], what: str) -> int:
@@ -584,8 +590,10 @@ class _DecodePlan:
     schema_text: str  # the changelog's schema JSON
     binary: tuple[str, ...]  # columns whose Latin-1 text becomes base64 in the changelog
     converts: tuple[tuple[str, Callable[[str], Any]], ...]  # columns whose text is not the value
+    compiled: tuple[tuple[str, int, Callable[[str], Any]], ...]  # converts, for compiled_values
 
 
+_OWN_KINDS = {_latin1_bytes: LATIN1}  # compiled kinds of this codec's own parsers
 _ROW_KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
 _NO_TIDB: dict[str, Any] = {}
 
@@ -872,7 +880,7 @@ class CanalJSONDecoder:
             raw_old = require_dict(old[i], "old row") if old is not None else None
             schema = plan.schema
             if plan.temporal:
-                schema = self._fsp.apply(schema, plan.temporal, raw, raw_old)
+                schema = self._fsp.apply(schema, plan.temporal, (raw, raw_old))
             if kind is RowKind.DELETE:
                 events.append(RowChange(kind, schema, commit_ts, image, None, None, only_key))
             elif kind is RowKind.INSERT:
@@ -939,8 +947,9 @@ def _build_decode_plan(
     parsers = {c.name: _parser(c.type) for c in schema.columns}
     binary = tuple(c.name for c in schema.columns if c.type.is_binary)
     converts = tuple((name, parse) for name, parse in parsers.items() if parse is not str)
+    kinds = tuple((name, kind_of(parse, _OWN_KINDS), parse) for name, parse in converts)
     return _DecodePlan(
-        schema, parsers, temporal_columns(schema), schema_json(schema), binary, converts
+        schema, parsers, temporal_columns(schema), schema_json(schema), binary, converts, kinds
     )
 
 
@@ -954,7 +963,12 @@ def _input_error(exc: Exception, message: Message) -> DecodeError:
 
 
 def _image(plan: _DecodePlan, raw: dict[str, Any]) -> dict[str, Any]:
-    """Canonical values of a data/old row (checked at C speed first, then parsed)."""
+    """Canonical values of a data/old row: by the compiled loop when it is built and the row
+    is plainly right, else checked at C speed first, then parsed."""
+    if compiled_values is not None:
+        image = compiled_values.text_image(plan.compiled, raw, plan.parsers)
+        if image is not None:
+            return image  # type: ignore[no-any-return]
     _check_texts(plan, raw)
     image = dict(raw)  # text columns (parser str) are their own value: only the rest is parsed
     try:

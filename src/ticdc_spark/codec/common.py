@@ -12,6 +12,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from ticdc_spark.codec.base import Message
+from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import RowChange, RowKind, TableSchema
 from ticdc_spark.types import Family, infer_fsp
@@ -150,9 +151,19 @@ class TemporalFsp:
         self._variants: dict[tuple[int, tuple[int, ...]], tuple[TableSchema, TableSchema]] = {}
 
     def apply(
-        self, schema: TableSchema, names: tuple[str, ...], *raw_images: Mapping[str, Any] | None
+        self,
+        schema: TableSchema,
+        names: tuple[str, ...],
+        raw_images: tuple[Mapping[str, Any] | None, ...],
+        field: str | None = None,
     ) -> TableSchema:
-        fsps = tuple(_first_fsp(name, raw_images) for name in names)
+        """The schema with the fsp of each temporal column ``names`` from the first of the
+        raw images holding text there; ``field`` names the key inside column objects that
+        holds the text (Open Protocol's ``"v"``), None when images map names to text."""
+        if compiled_values is not None:
+            fsps = compiled_values.first_fsps(names, raw_images, field)
+        else:
+            fsps = tuple(_first_fsp(name, raw_images, field) for name in names)
         key = (id(schema), fsps)
         hit = self._variants.get(key)
         if hit is not None and hit[0] is schema:
@@ -171,9 +182,11 @@ class TemporalFsp:
         return variant
 
 
-def _first_fsp(name: str, images: tuple[Mapping[str, Any] | None, ...]) -> int:
+def _first_fsp(name: str, images: tuple[Mapping[str, Any] | None, ...], field: str | None) -> int:
     for image in images:
         text = image.get(name) if image else None
+        if field is not None and isinstance(text, dict):
+            text = text.get(field)
         if isinstance(text, str):
             return infer_fsp(text)
     return -1

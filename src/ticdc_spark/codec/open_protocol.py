@@ -46,6 +46,19 @@ from ticdc_spark.codec.common import (
     row_images,
     temporal_columns,
 )
+from ticdc_spark.codec.compiled import (
+    BASE64,
+    BASE64_TEXT,
+    DECIMAL,
+    DOUBLE,
+    FLOAT32,
+    GO_QUOTED,
+    INT,
+    INT_TEXT,
+    STR,
+    kind_of,
+)
+from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json, go_json_float, go_quote, go_unquote
 from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
 from ticdc_spark.codec.options import CommonOptions, alias
@@ -222,16 +235,24 @@ def _wire_decoder(ctype: ColumnType, code: int, legacy: bool) -> Callable[[Any],
     if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
         return _lenient_int
     if family is Family.FLOAT:
-        return lambda v: to_float32(_number(v))
+        return _float32_number
     if family is Family.DOUBLE:
         return _number
     if family is Family.DECIMAL:
-        return lambda v: parse_decimal(v) if isinstance(v, str) else Decimal(str(v))
+        return _decimal_value
     if family in (Family.DATE, Family.DATETIME, Family.TIME):
         return text_parser(ctype)  # a value that is not a string fails its regex (TypeError)
     if family is Family.JSON:
         return lambda v: v if isinstance(v, str) else orjson.dumps(v).decode()
     return _identity
+
+
+def _float32_number(value: Any) -> float:
+    return to_float32(_number(value))
+
+
+def _decimal_value(value: Any) -> Decimal:
+    return parse_decimal(value) if isinstance(value, str) else Decimal(str(value))
 
 
 def _wire_text(
@@ -594,6 +615,9 @@ class _RowPlan:
     columns: dict[str, _Entry]
     text_columns: dict[str, _Entry]  # the same with wire -> changelog text
     temporal: tuple[str, ...]
+    # the same two for compiled_values: (type code, flag, handle, kind, wire -> value)
+    compiled: dict[str, tuple[Any, ...]]
+    compiled_text: dict[str, tuple[Any, ...]]
 
 
 class _TextRowChange(RowChange):
@@ -739,9 +763,7 @@ class OpenProtocolDecoder:
         schema = plan.schema
         if plan.temporal and not text:
             temporal = plan.temporal
-            schema = self._fsp.apply(
-                schema, temporal, _raw(columns, temporal), _raw(old_raw, temporal)
-            )
+            schema = self._fsp.apply(schema, temporal, (columns, old_raw), "v")
         partition = key.get("ptn")
         return (_TextRowChange if text else RowChange)(
             kind,
@@ -758,6 +780,8 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
     columns = []
     entries: dict[str, _Entry] = {}
     text_entries: dict[str, _Entry] = {}
+    compiled: dict[str, tuple[Any, ...]] = {}
+    compiled_text: dict[str, tuple[Any, ...]] = {}
     for name, column in wire.items():
         if not isinstance(column, dict):
             raise DecodeError(f"column {name!r} must be a JSON object")
@@ -786,23 +810,47 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
         check = handle if legacy else _ANY
         entries[name] = (code, flags, check, _READERS.get(decode, decode))
         text_entries[name] = (code, flags, check, _READERS.get(to_text, to_text))
+        compiled[name] = (code, flags, check, kind_of(decode, _OWN_KINDS), decode)
+        compiled_text[name] = (code, flags, check, kind_of(to_text, _OWN_KINDS), to_text)
     schema = TableSchema(_str_field(key, "scm"), _str_field(key, "tbl"), tuple(columns))
-    return _RowPlan(schema, entries, text_entries, temporal_columns(schema))
+    return _RowPlan(
+        schema, entries, text_entries, temporal_columns(schema), compiled, compiled_text
+    )
 
 
 _ANY = object()  # "h" is not checked when "f" (which carries the handle bit) is present
 _INTEGER = object()  # an integer column: int values are read inline (``str`` for text)
 # Readers :func:`_image` inlines for the two commonest kinds of column.
 _READERS: dict[Any, Any] = {_expect_str: None, _lenient_int: _INTEGER, _int_text: _INTEGER}
+# The compiled kinds of this codec's own readers (each agrees with its kind's fast syntax).
+_OWN_KINDS = {
+    _expect_str: STR,
+    _lenient_int: INT,
+    _int_text: INT_TEXT,
+    _float32_number: FLOAT32,
+    _number: DOUBLE,
+    _decimal_value: DECIMAL,
+    _from_base64: BASE64,
+    _text_from_base64: BASE64_TEXT,
+    _from_go_quoted: GO_QUOTED,
+}
 
 
 def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[str, Any]:
     """A row image from its wire columns: canonical values, or changelog text.
 
-    This runs once per column of every row, so it is kept flat: string and integer columns
+    The compiled loop builds it when it is installed and the row is plainly right; this
+    Python loop gives the same image or the precise error.  It runs once per column of every
+    row, so it is kept flat: string and integer columns
     are read inline (reader ``None`` and ``_INTEGER``), and the try covers the whole loop
     (free until it raises).
     """
+    if compiled_values is not None:
+        image = compiled_values.column_image(
+            plan.compiled_text if text else plan.compiled, columns, _ANY
+        )
+        if image is not None:
+            return image  # type: ignore[no-any-return]
     entries = plan.text_columns if text else plan.columns
     out: dict[str, Any] = {}
     name = ""
@@ -838,13 +886,6 @@ def _image(plan: _RowPlan, columns: dict[str, Any], text: bool = False) -> dict[
     except (ValueError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError) as exc:
         raise DecodeError(f"column {name!r}: {exc}") from None
     return out
-
-
-def _raw(columns: dict[str, Any] | None, names: tuple[str, ...]) -> dict[str, Any] | None:
-    """The wire values of some columns (of an image :func:`_image` has read)."""
-    if not columns:
-        return None
-    return {n: c.get("v") for n in names if (c := columns.get(n)) is not None}
 
 
 def _guess_kind(value: bytes | None) -> int:

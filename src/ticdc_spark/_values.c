@@ -1,0 +1,482 @@
+/*
+ * _values: the codecs' per-column loops, compiled.
+ *
+ * Why C: decoding a row is a loop over its columns that checks each wire value and turns it
+ * into the canonical Python value (int, float, datetime, ...).  In Python the loop itself (dict
+ * lookups, tuple unpacking, a function call per value) costs more than parsing the JSON.  No
+ * library converts MySQL's text forms into Python's datetime/timedelta/Decimal objects, so the
+ * loop is written here once, for every codec.
+ *
+ * The contract that keeps it simple and safe: each function returns the image it built, or
+ * None when anything is not plainly right (a column the plan does not know, a type code that
+ * differs, a value of an unexpected type, a conversion that raised).  The caller then runs its
+ * Python loop, which gives the same answer or the precise error.  So this module only has to
+ * be right about what it accepts; the tests compare it with the Python loops.
+ *
+ * Each converted column comes with a kind (what this module knows how to convert) and the
+ * codec's own Python function for it.  Values outside the kind's strict fast syntax are handed
+ * to that function, so the result never differs from the Python loop's.
+ *
+ * Nothing here allocates from a length read in a message: values are Python objects already
+ * parsed from JSON, and the text syntaxes accepted are short and fixed.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <datetime.h>
+#include <math.h>
+#include <string.h>
+
+/* The kinds; ticdc_spark/codec/compiled.py holds the same numbers. */
+enum {
+    K_STR = 0,      /* a str, kept */
+    K_INT = 1,      /* an int, or a decimal integer text */
+    K_INT_TEXT = 2, /* an int, printed as text */
+    K_FLOAT32 = 3,  /* a float (or number text) rounded to float32 */
+    K_DOUBLE = 4,   /* a float, or number text */
+    K_DATE = 5,     /* YYYY-MM-DD */
+    K_DATETIME = 6, /* YYYY-MM-DD hh:mm:ss[.f{1,6}] */
+    K_TIME = 7,     /* [-]h{1,4}:mm:ss[.f{1,6}] */
+    K_LATIN1 = 8,   /* text whose code points are bytes */
+    K_DECIMAL = 9,  /* [-]digits[.digits] to decimal.Decimal */
+    K_CALL = 10,    /* always the codec's function */
+    K_BASE64 = 11,      /* padded standard base64 to bytes */
+    K_BASE64_TEXT = 12, /* padded standard base64 of UTF-8 to str */
+    K_GO_QUOTED = 13,   /* a Go-quoted string without escapes (ASCII) to bytes */
+};
+
+static PyObject *DecimalType;
+
+/* ---- strict text syntaxes ----------------------------------------------------------------- */
+
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static int digits_at(const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!is_digit(s[i])) return 0;
+    return 1;
+}
+
+static int number_at(const char *s, Py_ssize_t n) {
+    int v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) v = v * 10 + (s[i] - '0');
+    return v;
+}
+
+/* The ASCII text of a str, or NULL (not an exception) when it is not ASCII. */
+static const char *ascii_of(PyObject *text, Py_ssize_t *n) {
+    if (!PyUnicode_IS_ASCII(text)) return NULL;
+    *n = PyUnicode_GET_LENGTH(text);
+    return (const char *)PyUnicode_DATA(text);
+}
+
+/* [-]digits+[.digits+][e[+-]digits+]: returns 1 and the end of each part, or 0. */
+static Py_ssize_t skip_digits(const char *s, Py_ssize_t i, Py_ssize_t n) {
+    while (i < n && is_digit(s[i])) i++;
+    return i;
+}
+
+static int plain_number(const char *s, Py_ssize_t n, int allow_exponent) {
+    Py_ssize_t i = (n > 0 && s[0] == '-') ? 1 : 0, j;
+    j = skip_digits(s, i, n);
+    if (j == i) return 0;
+    if (j < n && s[j] == '.') {
+        i = j + 1;
+        j = skip_digits(s, i, n);
+        if (j == i) return 0;
+    }
+    if (allow_exponent && j < n && (s[j] == 'e' || s[j] == 'E')) {
+        i = j + 1;
+        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        j = skip_digits(s, i, n);
+        if (j == i) return 0;
+    }
+    return j == n;
+}
+
+static PyObject *int_of_text(PyObject *text) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s) return NULL;
+    Py_ssize_t start = (n > 0 && s[0] == '-') ? 1 : 0;
+    if (n == start || !digits_at(s + start, n - start)) return NULL;
+    if (n - start <= 18) {
+        long long v = 0;
+        for (Py_ssize_t i = start; i < n; i++) v = v * 10 + (s[i] - '0');
+        return PyLong_FromLongLong(start ? -v : v);
+    }
+    return PyLong_FromString(s, NULL, 10); /* str data is NUL-terminated */
+}
+
+static int double_of_text(PyObject *text, double *out) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s || !plain_number(s, n, 1)) return 0;
+    char *end;
+    double d = PyOS_string_to_double(s, &end, NULL); /* overflow gives +-inf, as float() */
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (end != s + n) return 0;
+    *out = d;
+    return 1;
+}
+
+/* "." followed by 1-6 digits at s[i..n): the microseconds, or -1. */
+static int fraction_at(const char *s, Py_ssize_t i, Py_ssize_t n) {
+    if (i == n) return 0;
+    Py_ssize_t digits = n - i - 1;
+    if (s[i] != '.' || digits < 1 || digits > 6 || !digits_at(s + i + 1, digits)) return -1;
+    int us = number_at(s + i + 1, digits);
+    for (Py_ssize_t k = digits; k < 6; k++) us *= 10;
+    return us;
+}
+
+static int date_at(const char *s) {
+    return digits_at(s, 4) && s[4] == '-' && digits_at(s + 5, 2) && s[7] == '-' &&
+           digits_at(s + 8, 2);
+}
+
+static int clock_at(const char *s) {
+    return digits_at(s, 2) && s[2] == ':' && digits_at(s + 3, 2) && s[5] == ':' &&
+           digits_at(s + 6, 2);
+}
+
+/* The conversions below return a new reference, or NULL with or without an exception set
+   when the fast syntax does not apply; the caller then asks the codec's function. */
+
+static PyObject *date_of_text(PyObject *text) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s || n != 10 || !date_at(s)) return NULL;
+    return PyDate_FromDate(number_at(s, 4), number_at(s + 5, 2), number_at(s + 8, 2));
+}
+
+static PyObject *datetime_of_text(PyObject *text) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s || n < 19 || !date_at(s) || s[10] != ' ' || !clock_at(s + 11)) return NULL;
+    int us = fraction_at(s, 19, n);
+    if (us < 0) return NULL;
+    return PyDateTime_FromDateAndTime(number_at(s, 4), number_at(s + 5, 2), number_at(s + 8, 2),
+                                      number_at(s + 11, 2), number_at(s + 14, 2),
+                                      number_at(s + 17, 2), us);
+}
+
+static PyObject *time_of_text(PyObject *text) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s) return NULL;
+    int negative = n > 0 && s[0] == '-';
+    Py_ssize_t i = negative, colon = skip_digits(s, i, n);
+    Py_ssize_t hours = colon - i;
+    if (hours < 1 || hours > 4 || n < colon + 6 || s[colon] != ':' ||
+        !digits_at(s + colon + 1, 2) || s[colon + 3] != ':' || !digits_at(s + colon + 4, 2))
+        return NULL;
+    int minutes = number_at(s + colon + 1, 2), seconds = number_at(s + colon + 4, 2);
+    int us = fraction_at(s, colon + 6, n);
+    if (us < 0 || minutes > 59 || seconds > 59) return NULL;
+    int total = (number_at(s + i, hours) * 60 + minutes) * 60 + seconds;
+    int sign = negative ? -1 : 1;
+    return PyDelta_FromDSU(0, sign * total, sign * us); /* normalizes, as -timedelta(...) */
+}
+
+static PyObject *decimal_of_text(PyObject *text) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s || !plain_number(s, n, 0)) return NULL;
+    return PyObject_CallOneArg(DecimalType, text);
+}
+
+/* Padded standard base64 (what Go's encoding/json writes for []byte) into bytes.  Anything
+   else, including nonzero bits after the last byte, is left to the codec's function. */
+static signed char B64[256];
+
+static PyObject *bytes_of_base64(PyObject *text) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s || n % 4) return NULL;
+    Py_ssize_t pad = 0;
+    if (n && s[n - 1] == '=') pad = (s[n - 2] == '=') ? 2 : 1;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n / 4 * 3 - pad); /* from the str's size */
+    if (!out) return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i += 4) {
+        int last = i + 4 == n, a = B64[(unsigned char)s[i]], b = B64[(unsigned char)s[i + 1]];
+        int c = (last && pad == 2) ? 0 : B64[(unsigned char)s[i + 2]];
+        int d = (last && pad >= 1) ? 0 : B64[(unsigned char)s[i + 3]];
+        if ((a | b | c | d) < 0 || (last && pad == 2 && (b & 15)) || (last && pad == 1 && (c & 3)))
+            goto refuse;
+        unsigned v = (unsigned)a << 18 | (unsigned)b << 12 | (unsigned)c << 6 | (unsigned)d;
+        o[k++] = (unsigned char)(v >> 16);
+        if (!(last && pad == 2)) o[k++] = (unsigned char)(v >> 8);
+        if (!(last && pad >= 1)) o[k++] = (unsigned char)v;
+    }
+    return out;
+refuse:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *text_of_base64(PyObject *text) {
+    PyObject *raw = bytes_of_base64(text);
+    if (!raw) return NULL;
+    PyObject *out = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), NULL);
+    Py_DECREF(raw);
+    return out;
+}
+
+static PyObject *bytes_of_go_quoted(PyObject *text) {
+    Py_ssize_t n;
+    const char *s = ascii_of(text, &n);
+    if (!s || memchr(s, '\\', n)) return NULL;
+    return PyBytes_FromStringAndSize(s, n);
+}
+
+/* A wire value converted per its kind: a new reference, or NULL with an exception. */
+static PyObject *convert(int kind, PyObject *v, PyObject *fallback) {
+    PyObject *r = NULL;
+    double d;
+    switch (kind) {
+    case K_STR:
+        if (PyUnicode_CheckExact(v)) return Py_NewRef(v);
+        break;
+    case K_INT:
+        if (PyLong_CheckExact(v)) return Py_NewRef(v);
+        if (PyUnicode_CheckExact(v)) r = int_of_text(v);
+        break;
+    case K_INT_TEXT:
+        if (PyLong_CheckExact(v)) return PyObject_Str(v);
+        break;
+    case K_FLOAT32:
+    case K_DOUBLE:
+        if (PyFloat_CheckExact(v))
+            d = PyFloat_AS_DOUBLE(v);
+        else if (!PyUnicode_CheckExact(v) || !double_of_text(v, &d))
+            break;
+        /* float32 rounding as struct.pack("<f"), which to_float32 uses: out of range is inf */
+        return PyFloat_FromDouble(kind == K_FLOAT32 ? (double)(float)d : d);
+    case K_DATE:
+        if (PyUnicode_CheckExact(v)) r = date_of_text(v);
+        break;
+    case K_DATETIME:
+        if (PyUnicode_CheckExact(v)) r = datetime_of_text(v);
+        break;
+    case K_TIME:
+        if (PyUnicode_CheckExact(v)) r = time_of_text(v);
+        break;
+    case K_LATIN1:
+        if (PyUnicode_CheckExact(v)) r = PyUnicode_AsLatin1String(v);
+        break;
+    case K_DECIMAL:
+        if (PyUnicode_CheckExact(v)) r = decimal_of_text(v);
+        break;
+    case K_BASE64:
+        if (PyUnicode_CheckExact(v)) r = bytes_of_base64(v);
+        break;
+    case K_BASE64_TEXT:
+        if (PyUnicode_CheckExact(v)) r = text_of_base64(v);
+        break;
+    case K_GO_QUOTED:
+        if (PyUnicode_CheckExact(v)) r = bytes_of_go_quoted(v);
+        break;
+    default:
+        break;
+    }
+    if (r) return r;
+    PyErr_Clear(); /* the fast syntax did not apply: the codec's function decides */
+    return PyObject_CallOneArg(fallback, v);
+}
+
+/* NULL with an exception that is not an ordinary Exception (KeyboardInterrupt, ...) must
+   propagate; any other failure means "use the Python loop". */
+static PyObject *defer(void) {
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+        PyErr_Clear();
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---- Canal-JSON: text values ---------------------------------------------------------------
+
+   text_image(converts, raw, known) -> dict | None
+     converts: tuple of (name, kind, function) for the columns whose text is not their value
+     raw:      the `data`/`old` row as parsed
+     known:    a dict whose keys are the columns of mysqlType
+   Every value must be a str or None and every column known. */
+static PyObject *text_image(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1]) ||
+        !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "text_image(converts, raw, known)");
+        return NULL;
+    }
+    PyObject *converts = args[0], *raw = args[1], *known = args[2];
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(raw, &pos, &key, &value)) {
+        if (value != Py_None && !PyUnicode_CheckExact(value)) Py_RETURN_NONE;
+        int found = PyDict_Contains(known, key);
+        if (found <= 0) return defer();
+    }
+    PyObject *image = PyDict_Copy(raw);
+    if (!image) return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(converts);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *spec = PyTuple_GET_ITEM(converts, i);
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 3) goto fail;
+        PyObject *name = PyTuple_GET_ITEM(spec, 0);
+        PyObject *text = PyDict_GetItemWithError(image, name); /* borrowed */
+        if (!text || text == Py_None) {
+            if (PyErr_Occurred()) goto fail;
+            continue;
+        }
+        PyObject *out = convert((int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)), text,
+                                PyTuple_GET_ITEM(spec, 2));
+        if (!out || PyDict_SetItem(image, name, out) < 0) {
+            Py_XDECREF(out);
+            goto fail;
+        }
+        Py_DECREF(out);
+    }
+    return image;
+fail:
+    Py_DECREF(image);
+    return defer();
+}
+
+/* ---- Open Protocol: column objects ---------------------------------------------------------
+
+   column_image(entries, columns, any) -> dict | None
+     entries: name -> (type code, flag, handle, kind, function), as the plan expects them;
+              handle is `any` when it is not checked
+     columns: the message's {"name": {"t": .., "f": .., "h": .., "v": ..}} object */
+static PyObject *str_t, *str_f, *str_h, *str_v;
+
+static int same(PyObject *column, PyObject *field, PyObject *expected) {
+    PyObject *got = PyDict_GetItemWithError(column, field);
+    if (!got) {
+        if (PyErr_Occurred()) return -1;
+        got = Py_None;
+    }
+    return PyObject_RichCompareBool(got, expected, Py_EQ);
+}
+
+static PyObject *column_image(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyDict_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "column_image(entries, columns, any)");
+        return NULL;
+    }
+    PyObject *entries = args[0], *columns = args[1], *any = args[2];
+    PyObject *image = PyDict_New();
+    if (!image) return NULL;
+    PyObject *name, *column;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(columns, &pos, &name, &column)) {
+        PyObject *entry = PyDict_GetItemWithError(entries, name);
+        if (!entry || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5 ||
+            !PyDict_CheckExact(column))
+            goto fail;
+        /* "t" must be present (the Python loop's error says so) and equal */
+        PyObject *code = PyDict_GetItemWithError(column, str_t);
+        if (!code || PyObject_RichCompareBool(code, PyTuple_GET_ITEM(entry, 0), Py_EQ) != 1 ||
+            same(column, str_f, PyTuple_GET_ITEM(entry, 1)) != 1)
+            goto fail;
+        PyObject *handle = PyTuple_GET_ITEM(entry, 2);
+        if (handle != any && same(column, str_h, handle) != 1) goto fail;
+        PyObject *value = PyDict_GetItemWithError(column, str_v), *out;
+        if (!value || value == Py_None) {
+            if (PyErr_Occurred()) goto fail;
+            out = Py_NewRef(Py_None);
+        } else {
+            out = convert((int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 3)), value,
+                          PyTuple_GET_ITEM(entry, 4));
+        }
+        if (!out || PyDict_SetItem(image, name, out) < 0) {
+            Py_XDECREF(out);
+            goto fail;
+        }
+        Py_DECREF(out);
+    }
+    return image;
+fail:
+    Py_DECREF(image);
+    return defer();
+}
+
+/* ---- fractional-second digits -------------------------------------------------------------
+
+   first_fsps(names, images, field) -> tuple of int
+     For each name, the digits after the last "." of the first image's str value (0 without a
+     dot), or -1 when no image has a str there.  images: a tuple of dicts or None; field: None,
+     or the key inside column objects holding the value (Open Protocol's "v"). */
+static PyObject *first_fsps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "first_fsps(names, images, field)");
+        return NULL;
+    }
+    PyObject *names = args[0], *images = args[1], *field = args[2];
+    Py_ssize_t count = PyTuple_GET_SIZE(names), nimages = PyTuple_GET_SIZE(images);
+    PyObject *out = PyTuple_New(count);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t fsp = -1;
+        for (Py_ssize_t j = 0; j < nimages && fsp < 0; j++) {
+            PyObject *image = PyTuple_GET_ITEM(images, j);
+            if (!PyDict_Check(image)) continue;
+            PyObject *text = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(names, i));
+            if (text && field != Py_None)
+                text = PyDict_Check(text) ? PyDict_GetItemWithError(text, field) : NULL;
+            if (!text) {
+                if (PyErr_Occurred()) goto fail;
+                continue;
+            }
+            if (!PyUnicode_Check(text)) continue;
+            Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+            Py_ssize_t dot = PyUnicode_FindChar(text, '.', 0, len, -1);
+            if (dot == -2) goto fail;
+            fsp = dot >= 0 ? len - dot - 1 : 0;
+        }
+        PyObject *value = PyLong_FromSsize_t(fsp);
+        if (!value) goto fail;
+        PyTuple_SET_ITEM(out, i, value);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"text_image", (PyCFunction)(void (*)(void))text_image, METH_FASTCALL,
+     "A Canal-JSON row's canonical values, or None to use the Python loop."},
+    {"column_image", (PyCFunction)(void (*)(void))column_image, METH_FASTCALL,
+     "An Open Protocol row's values, or None to use the Python loop."},
+    {"first_fsps", (PyCFunction)(void (*)(void))first_fsps, METH_FASTCALL,
+     "Per name, the fractional-second digits of the first image's text, or -1."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_values",
+                                    "The codecs' per-column loops, compiled.", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__values(void) {
+    const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    memset(B64, -1, sizeof B64);
+    for (int i = 0; i < 64; i++) B64[(unsigned char)alphabet[i]] = (signed char)i;
+    PyDateTime_IMPORT;
+    if (!PyDateTimeAPI) return NULL;
+    PyObject *decimal = PyImport_ImportModule("decimal");
+    if (!decimal) return NULL;
+    DecimalType = PyObject_GetAttrString(decimal, "Decimal");
+    Py_DECREF(decimal);
+    if (!DecimalType) return NULL;
+    str_t = PyUnicode_InternFromString("t");
+    str_f = PyUnicode_InternFromString("f");
+    str_h = PyUnicode_InternFromString("h");
+    str_v = PyUnicode_InternFromString("v");
+    if (!str_t || !str_f || !str_h || !str_v) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,254 @@
+"""The codecs' compiled per-column loops (``ticdc_spark._values``) against their Python loops.
+
+The compiled loop may give up on any row (it returns None and the Python loop runs), but a row
+it keeps must hold exactly the values the Python loop makes: same types, same digits, same
+fsp.  Conversions are compared one value at a time for every kind a codec uses, and decoders
+are compared whole, with the compiled module removed, on workload and mutated messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from functools import cache
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pipeline_helpers import produce
+from ticdc_spark.changelog import ChangelogBuilder
+from ticdc_spark.codec import Message, canal_json, common, compiled, make_decoder, open_protocol
+from ticdc_spark.errors import DecodeError
+from ticdc_spark.workload import Workload
+
+needs_compiled = pytest.mark.skipif(
+    compiled.values is None, reason="the compiled loops are not built"
+)
+
+
+def test_the_compiled_loops_are_built_where_ci_requires_them() -> None:
+    if os.environ.get("TICDC_SPARK_REQUIRE_NATIVE") == "1":
+        assert compiled.values is not None
+    if compiled.values is None:
+        pytest.skip("built without a C compiler: the Python loops are the ones in use")
+
+
+# Every (function, kind) pair a codec hands the compiled loop.
+PAIRS = sorted(
+    {
+        (function, compiled.kind_of(function, own))
+        for own in (canal_json._OWN_KINDS, open_protocol._OWN_KINDS, None)
+        for function in (*compiled._KIND_OF, *(own or {}))
+    },
+    key=lambda pair: (pair[1], getattr(pair[0], "__name__", "")),
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and repr(a) == repr(b)
+
+
+def _compiled_value(function: Any, kind: int, value: Any) -> Any:
+    """The value column_image makes for one column, or the marker when it gives up."""
+    marker = object()
+    entries = {"c": (1, None, marker, kind, function)}
+    image = compiled.values.column_image(entries, {"c": {"t": 1, "v": value}}, marker)
+    return GAVE_UP if image is None else image["c"]
+
+
+GAVE_UP = object()
+
+_digits = st.integers(0, 10**6).map(str)
+_texts = st.one_of(
+    st.integers(-(10**30), 10**30).map(str),
+    st.floats(allow_nan=False).map(repr),
+    st.floats(width=32, allow_nan=False).map(repr),
+    st.decimals(allow_nan=False, allow_infinity=False).map(str),
+    st.builds(
+        "{:04d}-{:02d}-{:02d}".format, st.integers(0, 9999), st.integers(0, 13), st.integers(0, 32)
+    ),
+    st.builds(
+        "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}{}".format,
+        st.integers(0, 9999),
+        st.integers(0, 13),
+        st.integers(0, 32),
+        st.integers(0, 25),
+        st.integers(0, 61),
+        st.integers(0, 61),
+        st.sampled_from(["", "."]).flatmap(lambda dot: st.just(dot) | _digits.map(dot.__add__)),
+    ),
+    st.builds(
+        "{}{:02d}:{:02d}:{:02d}{}".format,
+        st.sampled_from(["", "-", "+"]),
+        st.integers(0, 99999),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.sampled_from(["", ".1", ".123456", ".1234567", "."]),
+    ),
+    st.binary(max_size=12).map(lambda b: base64.b64encode(b).decode()),
+    st.text("AQgw+/=", max_size=9),
+    st.text("0123456789-+.eE :_", max_size=12),
+    st.text(max_size=8),
+    st.text(st.characters(max_codepoint=0x2FF), max_size=8),
+)
+_values = st.one_of(_texts, st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.booleans())
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    ("function", "kind"), PAIRS, ids=[f"{k}-{getattr(f, '__name__', f)}" for f, k in PAIRS]
+)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_values)
+@example(value="")
+@example(value="-0")
+@example(value="0000-00-00 00:00:00")
+@example(value="2024-02-29 23:59:59.5")
+@example(value="-838:59:59.000001")
+@example(value="-00:00:00.5")
+@example(value="QR==")
+@example(value="QQ==")
+@example(value="3.4028235e38")
+@example(value="3.5e38")
+@example(value="1e999")
+@example(value="caf\u00e9")
+@example(value="\u0100")
+@example(value="a\\x00")
+@example(value=2**64 - 1)
+def test_each_conversion_is_the_codecs_own(function: Any, kind: int, value: Any) -> None:
+    try:
+        expected: Any = function(value)
+    except (*common.INPUT_ERRORS, DecodeError):
+        expected = GAVE_UP
+    got = _compiled_value(function, kind, value)
+    assert got is GAVE_UP or _same(got, expected), (got, expected)
+    if expected is GAVE_UP:
+        assert got is GAVE_UP
+
+
+@needs_compiled
+@given(
+    names=st.lists(st.sampled_from("abcd"), unique=True, max_size=4).map(tuple),
+    images=st.lists(
+        st.none()
+        | st.dictionaries(
+            st.sampled_from("abcde"),
+            st.none() | st.integers() | st.text("0123456789.:- ", max_size=12),
+            max_size=5,
+        ),
+        max_size=3,
+    ).map(tuple),
+    nested=st.booleans(),
+)
+def test_first_fsps_match_the_python_reading(names, images, nested) -> None:
+    if nested:
+        images = tuple(
+            None if i is None else {k: {"v": v, "t": 12} for k, v in i.items()} for i in images
+        )
+    field = "v" if nested else None
+    expected = tuple(common._first_fsp(name, images, field) for name in names)
+    assert compiled.values.first_fsps(names, images, field) == expected
+
+
+# --------------------------------------------------------------------------------------------
+# Whole decoders, with and without the compiled loops.
+
+PROTOCOLS = {
+    "canal-json": {"enable-tidb-extension": "true"},
+    "open-protocol": {},
+}
+
+
+@cache
+def _workload_messages(protocol: str) -> tuple[Message, ...]:
+    return tuple(produce(Workload(seed=5, rows=300, tables=2), protocol, PROTOCOLS[protocol]))
+
+
+def _outcome(protocol: str, message: Message) -> Any:
+    decoder = make_decoder(protocol, PROTOCOLS[protocol])
+    try:
+        return repr(decoder.decode(message))  # repr: Decimal("1.0") == Decimal("1.00")
+    except DecodeError as exc:
+        return ("error", exc.reason)
+
+
+def _without_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in (canal_json, open_protocol, common):
+        monkeypatch.setattr(module, "compiled_values", None)
+
+
+class _Counting:
+    """compiled.values, counting the images it builds (so a test sees it is in use)."""
+
+    def __init__(self) -> None:
+        self.built = 0
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(compiled.values, name)
+
+        def call(*args: Any) -> Any:
+            result = function(*args)
+            self.built += name.endswith("_image") and result is not None
+            return result
+
+        return call
+
+
+@needs_compiled
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+def test_decoders_give_the_same_events_without_the_compiled_loops(protocol, monkeypatch) -> None:
+    messages = _workload_messages(protocol)
+    counting = _Counting()
+    for module in (canal_json, open_protocol, common):
+        monkeypatch.setattr(module, "compiled_values", counting)
+    fast = [_outcome(protocol, m) for m in messages]
+    rows = sum(events.count("RowChange(") for events in fast)
+    assert rows >= 300
+    assert counting.built >= rows  # every row image (an UPDATE has two) came from C
+    changelog = _changelog(protocol, messages)
+    _without_compiled(monkeypatch)
+    assert [_outcome(protocol, m) for m in messages] == fast
+    assert _changelog(protocol, messages) == changelog
+
+
+def _changelog(protocol: str, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The Spark decode stage's rows (text images, not canonical values)."""
+    decoder = make_decoder(protocol, PROTOCOLS[protocol])
+    builder = ChangelogBuilder()
+    for message in messages:
+        decoder.decode_changelog(message, builder)
+    return builder.to_batch().to_pylist()  # type: ignore[no-any-return]
+
+
+def _mutations(data: bytes, draw: st.DrawFn) -> bytes:
+    """Edits that keep most of a JSON document intact: a value's text changed."""
+    replacements = [b'"1"', b'"-0"', b'"x"', b"1", b"1.5", b"null", b'"\\u00e9"', b'"QQ=="']
+    for _ in range(draw(st.integers(1, 3))):
+        if not data:
+            break
+        start = draw(st.integers(0, len(data) - 1))
+        end = min(len(data), start + draw(st.integers(0, 8)))
+        data = data[:start] + draw(st.sampled_from(replacements)) + data[end:]
+    return data
+
+
+@needs_compiled
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_messages_decode_the_same_without_the_compiled_loops(protocol, data) -> None:
+    messages = _workload_messages(protocol)
+    message = data.draw(st.sampled_from([m for m in messages if m.value]))
+    if protocol == "open-protocol":  # mutate one JSON entry, keep the framing right
+        entries = list(open_protocol._entries(message.value, 0, "value"))
+        i = data.draw(st.integers(0, len(entries) - 1))
+        entries[i] = _mutations(entries[i], data.draw)
+        mutated = Message(message.key, open_protocol._frame_values(entries))
+    else:
+        mutated = Message(None, _mutations(message.value, data.draw))
+    fast = _outcome(protocol, mutated)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _without_compiled(monkeypatch)
+        assert _outcome(protocol, mutated) == fast
