@@ -9,18 +9,33 @@ are compared whole, with the compiled module removed, on workload and mutated me
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import os
+from decimal import Decimal
 from functools import cache
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pipeline_helpers import produce
+from strategies import row_changes
 from ticdc_spark.changelog import ChangelogBuilder
-from ticdc_spark.codec import Message, canal_json, common, compiled, make_decoder, open_protocol
-from ticdc_spark.errors import DecodeError
+from ticdc_spark.codec import (
+    Message,
+    canal_json,
+    common,
+    compiled,
+    make_decoder,
+    make_encoder,
+    open_protocol,
+)
+from ticdc_spark.codec.gotext import go_json
+from ticdc_spark.errors import DecodeError, EncodeError
+from ticdc_spark.model import Column, RowChange, TableSchema
+from ticdc_spark.types import Family, parse_column_type
 from ticdc_spark.workload import Workload
 
 needs_compiled = pytest.mark.skipif(
@@ -180,7 +195,7 @@ def _without_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class _Counting:
-    """compiled.values, counting the images it builds (so a test sees it is in use)."""
+    """compiled.values, counting the images and texts it builds (so a test sees it in use)."""
 
     def __init__(self) -> None:
         self.built = 0
@@ -190,7 +205,7 @@ class _Counting:
 
         def call(*args: Any) -> Any:
             result = function(*args)
-            self.built += name.endswith("_image") and result is not None
+            self.built += name != "first_fsps" and result is not None
             return result
 
         return call
@@ -252,3 +267,185 @@ def test_mutated_messages_decode_the_same_without_the_compiled_loops(protocol, d
     with pytest.MonkeyPatch.context() as monkeypatch:
         _without_compiled(monkeypatch)
         assert _outcome(protocol, mutated) == fast
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding: canonical values to text, and whole encoders.
+
+ENCODE_TYPES = [
+    "int",
+    "bigint unsigned",
+    "varchar(20)",
+    "json",
+    "binary(8)",
+    "blob",
+    "float",
+    "double",
+    "decimal(65,30)",
+    "date",
+    "datetime",
+    *(f"datetime({fsp})" for fsp in range(7)),
+    "time",
+    *(f"time({fsp})" for fsp in range(7)),
+    "year",
+    "bit(64)",
+]
+
+_canonical = st.one_of(
+    st.none(),
+    st.integers(-(2**70), 2**70),
+    st.booleans(),
+    st.floats(),
+    st.floats(width=32),
+    st.floats(min_value=-1e-3, max_value=1e-3),
+    st.decimals(),
+    st.text(),
+    st.text(st.characters(max_codepoint=0x2FF)),
+    st.sampled_from(["<a&b>", "\u2028\u2029", "\x00\x08\x0c\x1f\x7f", '"\\', "\ud800"]),
+    st.binary(max_size=16),
+    st.dates(),
+    st.datetimes(),
+    st.timedeltas(),
+)
+
+
+@needs_compiled
+@pytest.mark.parametrize("sql", ENCODE_TYPES)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_canonical)
+@example(value=float("nan"))
+@example(value=float("inf"))
+@example(value=-0.0)
+@example(value=1e16)
+@example(value=1.5e-7)
+@example(value=3.4028234663852886e38)
+@example(value=1e300)
+@example(value=1.401298464324817e-45)
+@example(value=5e-324)
+@example(value=dt.timedelta(microseconds=-1))
+@example(value=dt.timedelta(days=-35, seconds=1, microseconds=10))
+@example(value=dt.datetime(1, 1, 1, 0, 0, 0, 120))
+@example(value=Decimal("-0.000"))
+@example(value=Decimal("1E+5"))
+def test_each_text_is_the_formatters_own(sql: str, value: Any) -> None:
+    ctype = parse_column_type(sql)
+    formatter = canal_json._formatter(ctype)
+    kind, fsp = (compiled.LATIN1, 0) if ctype.family is Family.BYTES else compiled.text_kind(ctype)
+    columns = ((b'"c":', "c", kind, fsp, formatter),)
+    try:
+        expected = go_json(orjson.dumps({"c": None if value is None else formatter(value)}))
+    except (*common.INPUT_ERRORS, orjson.JSONEncodeError):
+        expected = None
+    got = compiled.values.text_object(columns, {"c": value})
+    assert got is None or got == expected, (got, expected)
+    if expected is None:
+        assert got is None
+
+
+def _encoded(protocol: str, rows: list[Any], options: dict[str, str]) -> list[Any]:
+    encoder = make_encoder(protocol, options)
+    encoder.clock = lambda: 1_700_000_000_000  # Canal-JSON's "ts" is the wall clock
+    try:
+        return [(m.key, m.value) for m in encoder.encode(rows)]
+    except EncodeError as exc:
+        return [("error", str(exc))]
+
+
+ENCODE_OPTIONS = {
+    "canal-json": [
+        {"enable-tidb-extension": "true"},
+        {"content-compatible": "true", "only-output-updated-columns": "true"},
+        {"delete-only-output-handle-key-columns": "true"},
+    ],
+    "open-protocol": [{}, {"only-output-updated-columns": "true"}],
+}
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    ("protocol", "options"),
+    [(p, o) for p, options in ENCODE_OPTIONS.items() for o in options],
+)
+def test_encoders_write_the_same_bytes_without_the_compiled_loops(
+    protocol, options, monkeypatch
+) -> None:
+    rows = [e for e in Workload(seed=9, rows=400, tables=2).events() if isinstance(e, RowChange)]
+    counting = _Counting()
+    for module in (canal_json, open_protocol, common):
+        monkeypatch.setattr(module, "compiled_values", counting)
+    fast = _encoded(protocol, rows, options)
+    assert len(fast) > 10
+    assert counting.built >= len(rows)  # every row's image went through C
+    _without_compiled(monkeypatch)
+    assert _encoded(protocol, rows, options) == fast
+
+
+REPRESENTATIVE = {
+    "int": -42,
+    "bigint unsigned": 2**64 - 1,
+    "varchar(20)": "caf\u00e9 <&>",
+    "binary(8)": b"\x00\xff\x89PNG",
+    "float": 0.1 + 0.2,
+    "double": 1e-7,
+    "decimal(65,30)": Decimal("-12.500"),
+    "date": dt.date(2024, 2, 29),
+    "datetime": dt.datetime(2024, 2, 29, 23, 59, 59, 120000),
+    "datetime(3)": dt.datetime(9, 1, 2, 3, 4, 5, 6000),
+    "time": dt.timedelta(hours=-838, minutes=-59, seconds=-59),
+    "time(2)": dt.timedelta(days=2, microseconds=10000),
+}
+
+
+@needs_compiled
+@pytest.mark.parametrize(("sql", "value"), sorted(REPRESENTATIVE.items()))
+def test_common_values_are_formatted_in_c(sql: str, value: Any) -> None:
+    ctype = parse_column_type(sql)
+    formatter = canal_json._formatter(ctype)
+    kind, fsp = (compiled.LATIN1, 0) if ctype.family is Family.BYTES else compiled.text_kind(ctype)
+    assert kind != compiled.CALL
+    plain = orjson.dumps({"c": formatter(value)})
+    text = compiled.values.text_object(((b'"c":', "c", kind, fsp, formatter),), {"c": value})
+    assert text == go_json(plain)
+
+
+@needs_compiled
+@pytest.mark.parametrize("protocol", sorted(ENCODE_OPTIONS))
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(row=row_changes())
+def test_random_rows_encode_the_same_without_the_compiled_loops(protocol, row) -> None:
+    options = ENCODE_OPTIONS[protocol][0]
+    fast = _encoded(protocol, [row], options)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _without_compiled(monkeypatch)
+        assert _encoded(protocol, [row], options) == fast
+
+
+OPEN_TYPES = [*ENCODE_TYPES, "char(4) binary", "varbinary(8)", "text", "mediumblob", "geometry"]
+
+
+@needs_compiled
+@pytest.mark.parametrize("sql", OPEN_TYPES)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(value=_canonical)
+@example(value=1e-7)
+@example(value=-1.5e-10)
+@example(value=1e21)
+@example(value=-1.2345e300)
+@example(value=2**64 - 1)
+@example(value=2**64)
+@example(value=-(2**63) - 1)
+@example(value=b"\x89PNG\r\n")
+@example(value=b'a"b\\c<')
+def test_each_open_protocol_value_is_the_encoders_own(sql: str, value: Any) -> None:
+    schema = TableSchema("d", "t", (Column("c", parse_column_type(sql)),))
+    plan = open_protocol.OpenProtocolEncoder()._plan(schema)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _without_compiled(monkeypatch)
+        try:
+            expected = open_protocol._columns_json(plan, {"c": value})
+        except (*common.INPUT_ERRORS, orjson.JSONEncodeError):
+            expected = None
+    got = compiled.values.column_object(plan.compiled, {"c": value})
+    assert got is None or got == expected, (got, expected)
+    if expected is None:
+        assert got is None

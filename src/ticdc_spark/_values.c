@@ -23,7 +23,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <datetime.h>
+#include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The kinds; ticdc_spark/codec/compiled.py holds the same numbers. */
@@ -405,6 +407,467 @@ fail:
     return defer();
 }
 
+/* ---- encoding: canonical values to MySQL text, written as Go writes JSON -------------------
+
+   The formatting kinds (compiled.py's text_kind picks them from the column type):
+     K_STR       str kept, int printed (Python's str() of either)
+     K_DATE      date as YYYY-MM-DD
+     K_DATETIME  datetime with `fsp` fractional digits
+     K_TIME      timedelta as MySQL TIME text ([-]hh:mm:ss[.f]), hours not wrapped
+                 (for both, fsp -1 means unknown: six digits with the trailing zeros cut)
+     K_LATIN1    bytes, each byte the code point of the same number
+     K_DECIMAL   Decimal in positional notation (format(v, "f"))
+     K_FLOAT32, K_DOUBLE   float as Go's FormatFloat(v, 'f', -1, 32 or 64)
+   Any other kind, or a value of another type: the codec's formatter. */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_grow(Out *o, Py_ssize_t extra) {
+    if (o->len + extra <= o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 1024;
+    while (cap < o->len + extra) cap *= 2;
+    char *p = PyMem_Realloc(o->p, cap);
+    if (!p) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->p = p;
+    o->cap = cap;
+    return 0;
+}
+
+static int out_put(Out *o, const char *src, Py_ssize_t n) {
+    if (out_grow(o, n) < 0) return -1;
+    memcpy(o->p + o->len, src, n);
+    o->len += n;
+    return 0;
+}
+
+/* A JSON string as Go's encoding/json writes it: <, >, & and U+2028/9 escaped, control
+   characters as \u00xx except \n \r \t.  A str that is not valid UTF-8 (lone surrogates)
+   fails, as orjson does on the Python path. */
+static int out_json_utf8(Out *o, const char *s, Py_ssize_t n) {
+    if (out_grow(o, n + 2) < 0) return -1;
+    static const char hex[] = "0123456789abcdef";
+    o->p[o->len++] = '"';
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char u[6] = {'\\', 'u', '0', '0', 0, 0};
+        int width = 2;
+        if (c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' &&
+            !(c == 0xE2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+              ((unsigned char)s[i + 2] & 0xFE) == 0xA8))
+            continue;
+        if (c == '"') esc = "\\\"";
+        else if (c == '\\') esc = "\\\\";
+        else if (c == '\n') esc = "\\n";
+        else if (c == '\r') esc = "\\r";
+        else if (c == '\t') esc = "\\t";
+        else if (c == 0xE2) {
+            u[2] = '2', u[3] = '0', u[4] = '2', u[5] = (s[i + 2] & 1) ? '9' : '8';
+            esc = u, width = 6;
+        } else {
+            u[4] = hex[c >> 4], u[5] = hex[c & 15];
+            esc = u, width = 6;
+        }
+        if (out_put(o, s + start, i - start) < 0 || out_put(o, esc, width) < 0) return -1;
+        if (c == 0xE2) i += 2;
+        start = i + 1;
+    }
+    if (out_put(o, s + start, n - start) < 0 || out_grow(o, 1) < 0) return -1;
+    o->p[o->len++] = '"';
+    return 0;
+}
+
+static int out_json_str(Out *o, PyObject *text) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(text, &n);
+    return s ? out_json_utf8(o, s, n) : -1;
+}
+
+/* Padded standard base64 of n bytes, as a JSON string. */
+static int out_base64(Out *o, const unsigned char *s, Py_ssize_t n) {
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (out_grow(o, (n + 2) / 3 * 4 + 2) < 0) return -1;
+    char *p = o->p + o->len;
+    *p++ = '"';
+    Py_ssize_t i = 0;
+    for (; i + 2 < n; i += 3) {
+        unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
+        *p++ = alphabet[v >> 18], *p++ = alphabet[v >> 12 & 63];
+        *p++ = alphabet[v >> 6 & 63], *p++ = alphabet[v & 63];
+    }
+    if (i < n) {
+        unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0);
+        *p++ = alphabet[v >> 18], *p++ = alphabet[v >> 12 & 63];
+        *p++ = i + 1 < n ? alphabet[v >> 6 & 63] : '=';
+        *p++ = '=';
+    }
+    *p++ = '"';
+    o->len = p - o->p;
+    return 0;
+}
+
+/* The length of a temporal text with six fractional digits once trailing zeros are cut. */
+static int trimmed(const char *text, int n) {
+    while (text[n - 1] == '0') n--;
+    return text[n - 1] == '.' ? n - 1 : n;
+}
+
+static PyObject *text_of_time(PyObject *v, int fsp) {
+    long long seconds = (long long)PyDateTime_DELTA_GET_DAYS(v) * 86400 +
+                        PyDateTime_DELTA_GET_SECONDS(v);
+    long long us = PyDateTime_DELTA_GET_MICROSECONDS(v);
+    const char *sign = "";
+    if (seconds < 0) {
+        sign = "-";
+        if (us) {
+            seconds = -seconds - 1;
+            us = 1000000 - us;
+        } else {
+            seconds = -seconds;
+        }
+    }
+    char buf[64], frac[16];
+    int n = snprintf(buf, sizeof buf, "%s%02lld:%02lld:%02lld", sign, seconds / 3600,
+                     seconds / 60 % 60, seconds % 60);
+    int digits = fsp < 0 ? 6 : fsp;
+    if (digits > 0) {
+        snprintf(frac, sizeof frac, "%06lld", us);
+        buf[n++] = '.';
+        memcpy(buf + n, frac, digits);
+        n += digits;
+    }
+    return PyUnicode_FromStringAndSize(buf, fsp < 0 ? trimmed(buf, n) : n);
+}
+
+/* Float text as TiCDC prints FLOAT and DOUBLE (Go's strconv.FormatFloat(v, 'f', -1, bits)),
+   step for step as types.format_float does it, so that the two always agree: the shortest
+   digits that read back (Python's repr for float64; for float32 the shortest '%.Ne' text
+   that reads back through float32, found as format_float finds it), laid out without an
+   exponent. */
+static int float32_reads_back(const char *text, double value) {
+    return (double)(float)PyOS_string_to_double(text, NULL, NULL) == value;
+}
+
+/* The shortest digits (no sign, no trailing zeros) of a finite non-zero magnitude whose
+   repr has an exponent (float64) or that float32 holds, and the decimal exponent of the
+   first digit; returns the number of digits, or -1 with an exception. */
+static int shortest_digits(double value, int bits, char *digits, int *exponent) {
+    char text[64];
+    if (bits == 64) {
+        char *r = PyOS_double_to_string(value, 'r', 0, 0, NULL);
+        if (!r) return -1;
+        snprintf(text, sizeof text, "%s", r);
+        PyMem_Free(r);
+    } else {
+        snprintf(text, sizeof text, "%.5e", value);
+        if (PyErr_Occurred()) return -1;
+        if (!float32_reads_back(text, value)) {
+            int low = 6, high = 8;
+            char candidate[64];
+            snprintf(text, sizeof text, "%.8e", value);
+            while (low <= high) {
+                int mid = (low + high) / 2;
+                snprintf(candidate, sizeof candidate, "%.*e", mid, value);
+                if (float32_reads_back(candidate, value)) {
+                    memcpy(text, candidate, sizeof text);
+                    high = mid - 1;
+                } else {
+                    low = mid + 1;
+                }
+            }
+        }
+        if (PyErr_Occurred()) return -1;
+    }
+    /* d.ddde[+-]xx: both repr with an exponent and '%.Ne' are in this form */
+    char *e = strchr(text, 'e');
+    if (!e) {
+        PyErr_SetString(PyExc_RuntimeError, "expected a float text with an exponent");
+        return -1;
+    }
+    int n = 0;
+    for (char *c = text; c < e; c++)
+        if (is_digit(*c)) digits[n++] = *c;
+    *exponent = atoi(e + 1);
+    while (n > 1 && digits[n - 1] == '0') n--;
+    if (n == 0) digits[n++] = '0';
+    return n;
+}
+
+static PyObject *float_text(double value, int bits) {
+    char buf[800], digits[40];
+    if (bits == 64 && isfinite(value) && value != 0) {
+        char *r = PyOS_double_to_string(value, 'r', 0, 0, NULL);
+        if (!r) return NULL;
+        size_t len = strlen(r);
+        if (!strchr(r, 'e')) { /* repr is positional: cut a ".0" */
+            if (len >= 2 && r[len - 2] == '.' && r[len - 1] == '0') len -= 2;
+            PyObject *out = PyUnicode_FromStringAndSize(r, (Py_ssize_t)len);
+            PyMem_Free(r);
+            return out;
+        }
+        PyMem_Free(r);
+    }
+    if (isnan(value)) return PyUnicode_FromString("NaN");
+    if (isinf(value)) return PyUnicode_FromString(value > 0 ? "+Inf" : "-Inf");
+    int n = 0;
+    if (signbit(value)) buf[n++] = '-';
+    if (value == 0) {
+        buf[n++] = '0';
+        return PyUnicode_FromStringAndSize(buf, n);
+    }
+    int exponent, count = shortest_digits(fabs(value), bits, digits, &exponent);
+    if (count < 0) return NULL;
+    int point = exponent + 1; /* digits before the decimal point */
+    if (point <= 0) {
+        buf[n++] = '0', buf[n++] = '.';
+        memset(buf + n, '0', -point), n += -point;
+        memcpy(buf + n, digits, count), n += count;
+    } else if (point >= count) {
+        memcpy(buf + n, digits, count), n += count;
+        memset(buf + n, '0', point - count), n += point - count;
+    } else {
+        memcpy(buf + n, digits, point), n += point;
+        buf[n++] = '.';
+        memcpy(buf + n, digits + point, count - point), n += count - point;
+    }
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
+static PyObject *str_f_format;
+
+/* The text of a canonical value: a new reference to a str, or NULL with an exception. */
+static PyObject *format_value(int kind, int fsp, PyObject *v, PyObject *fallback) {
+    char buf[40];
+    int n;
+    switch (kind) {
+    case K_STR:
+        if (PyUnicode_CheckExact(v)) return Py_NewRef(v);
+        if (PyLong_CheckExact(v)) return PyObject_Str(v);
+        break;
+    case K_DATE:
+        if (!PyDate_CheckExact(v)) break;
+        n = snprintf(buf, sizeof buf, "%04d-%02d-%02d", PyDateTime_GET_YEAR(v),
+                     PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v));
+        return PyUnicode_FromStringAndSize(buf, n);
+    case K_DATETIME:
+        if (!PyDateTime_CheckExact(v) || fsp > 6) break;
+        n = snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06d",
+                     PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v),
+                     PyDateTime_DATE_GET_HOUR(v), PyDateTime_DATE_GET_MINUTE(v),
+                     PyDateTime_DATE_GET_SECOND(v), PyDateTime_DATE_GET_MICROSECOND(v));
+        return PyUnicode_FromStringAndSize(buf, fsp < 0 ? trimmed(buf, n) : fsp ? 20 + fsp : 19);
+    case K_TIME:
+        if (!PyDelta_CheckExact(v) || fsp > 6) break;
+        return text_of_time(v, fsp);
+    case K_LATIN1:
+        if (!PyBytes_CheckExact(v)) break;
+        return PyUnicode_DecodeLatin1(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), NULL);
+    case K_DECIMAL:
+        if (Py_TYPE(v) != (PyTypeObject *)DecimalType) break;
+        return PyObject_Format(v, str_f_format);
+    case K_FLOAT32:
+    case K_DOUBLE:
+        /* float32 text of a value float32 cannot hold: the Python formatter raises */
+        if (!PyFloat_CheckExact(v) || (kind == K_FLOAT32 && !(fabs(PyFloat_AS_DOUBLE(v)) <= FLT_MAX)))
+            break;
+        return float_text(PyFloat_AS_DOUBLE(v), kind == K_FLOAT32 ? 32 : 64);
+    default:
+        break;
+    }
+    PyObject *text = PyObject_CallOneArg(fallback, v);
+    if (text && !PyUnicode_CheckExact(text)) {
+        Py_DECREF(text);
+        PyErr_SetString(PyExc_TypeError, "a formatter returned something other than a str");
+        return NULL;
+    }
+    return text;
+}
+
+/* text_object(columns, image) -> bytes | None
+     columns: tuple of (JSON key with its colon, name, kind, fsp, formatter), in output order
+     image:   column name -> canonical value; absent columns are left out
+   The JSON object {"name":"text"|null,...} of the image, as Canal-JSON's data/old rows. */
+static PyObject *text_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "text_object(columns, image)");
+        return NULL;
+    }
+    PyObject *columns = args[0], *image = args[1];
+    Out o = {NULL, 0, 0};
+    if (out_put(&o, "{", 1) < 0) return NULL;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(columns, i);
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(spec, 0)))
+            goto fail;
+        PyObject *value = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(spec, 1));
+        if (!value) {
+            if (PyErr_Occurred()) goto fail;
+            continue;
+        }
+        PyObject *key = PyTuple_GET_ITEM(spec, 0);
+        if ((!first && out_put(&o, ",", 1) < 0) ||
+            out_put(&o, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) < 0)
+            goto fail;
+        first = 0;
+        if (value == Py_None) {
+            if (out_put(&o, "null", 4) < 0) goto fail;
+            continue;
+        }
+        PyObject *text = format_value((int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
+                                      (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
+                                      PyTuple_GET_ITEM(spec, 4));
+        int failed = !text || out_json_str(&o, text) < 0;
+        Py_XDECREF(text);
+        if (failed) goto fail;
+    }
+    if (out_put(&o, "}", 1) < 0) goto fail;
+    PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
+    PyMem_Free(o.p);
+    return result;
+fail:
+    PyMem_Free(o.p);
+    return defer();
+}
+
+/* column_object(columns, image) -> bytes | None
+     columns: tuple of (the JSON up to the value, name, kind, fsp, encoder), sorted by name:
+              '"name":{"t":1,"h":true,"f":11,"v":' already as Go writes it
+     image:   column name -> canonical value; absent columns are left out
+   Open Protocol's {"name":{"t":..,"f":..,"v":value},...} object.  The kinds as JSON values:
+     K_INT        an int (64-bit) as a number, a bool, or a str kept
+     K_BASE64     bytes as base64;  K_BASE64_TEXT: a str's UTF-8 as base64
+     K_GO_QUOTED  bytes as Go's strconv.Quote text (printable ASCII as is, else the encoder)
+     K_FLOAT32, K_DOUBLE  a finite float as Go's encoding/json writes it
+     other kinds  the text format_value gives, as a string */
+static int printable_ascii(const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e || s[i] == '"' || s[i] == '\\') return 0;
+    return 1;
+}
+
+static int out_json_value(Out *o, int kind, int fsp, PyObject *v, PyObject *encoder) {
+    char buf[32];
+    int n;
+    switch (kind) {
+    case K_INT:
+        if (PyBool_Check(v)) return v == Py_True ? out_put(o, "true", 4) : out_put(o, "false", 5);
+        if (PyUnicode_CheckExact(v)) return out_json_str(o, v);
+        if (!PyLong_CheckExact(v)) return -1;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        if (overflow > 0) { /* up to 2^64-1, as orjson; beyond it orjson raises */
+            unsigned long long u = PyLong_AsUnsignedLongLong(v);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+            n = snprintf(buf, sizeof buf, "%llu", u);
+        } else if (overflow < 0) {
+            return -1;
+        } else {
+            n = snprintf(buf, sizeof buf, "%lld", x);
+        }
+        return out_put(o, buf, n);
+    case K_BASE64:
+        if (!PyBytes_CheckExact(v)) return -1;
+        return out_base64(o, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+    case K_BASE64_TEXT: {
+        if (!PyUnicode_CheckExact(v)) return -1;
+        Py_ssize_t size;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(v, &size);
+        return utf8 ? out_base64(o, (const unsigned char *)utf8, size) : -1;
+    }
+    case K_GO_QUOTED:
+        if (!PyBytes_CheckExact(v)) return -1;
+        if (printable_ascii(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v)))
+            return out_json_utf8(o, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+        break;
+    case K_FLOAT32:
+    case K_DOUBLE: {
+        if (!PyFloat_CheckExact(v)) return -1;
+        double d = PyFloat_AS_DOUBLE(v), m = fabs(d);
+        int bits = kind == K_FLOAT32 ? 32 : 64;
+        if (!isfinite(d) || (bits == 32 && m > FLT_MAX)) return -1;
+        if (m == 0 || (m >= 1e-6 && m < 1e21)) { /* the 'f' form */
+            PyObject *text = float_text(d, bits);
+            if (!text) return -1;
+            Py_ssize_t size;
+            const char *t = PyUnicode_AsUTF8AndSize(text, &size);
+            int r = t ? out_put(o, t, size) : -1;
+            Py_DECREF(text);
+            return r;
+        }
+        /* the 'e' form, with Go's exponent: at least two digits, but e-7 not e-07 */
+        char digits[40], text[64];
+        int exponent, count = shortest_digits(m, bits, digits, &exponent);
+        if (count < 0) return -1;
+        n = 0;
+        if (d < 0) text[n++] = '-';
+        text[n++] = digits[0];
+        if (count > 1) {
+            text[n++] = '.';
+            memcpy(text + n, digits + 1, count - 1), n += count - 1;
+        }
+        n += snprintf(text + n, sizeof text - n, exponent < 0 ? "e-%d" : "e+%02d", abs(exponent));
+        return out_put(o, text, n);
+    }
+    default:
+        break;
+    }
+    PyObject *text = format_value(kind, fsp, v, encoder);
+    int r = text ? out_json_str(o, text) : -1;
+    Py_XDECREF(text);
+    return r;
+}
+
+static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "column_object(columns, image)");
+        return NULL;
+    }
+    PyObject *columns = args[0], *image = args[1];
+    Out o = {NULL, 0, 0};
+    if (out_put(&o, "{", 1) < 0) return NULL;
+    int first = 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(columns, i);
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(spec, 0)))
+            goto fail;
+        PyObject *value = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(spec, 1));
+        if (!value) {
+            if (PyErr_Occurred()) goto fail;
+            continue;
+        }
+        PyObject *head = PyTuple_GET_ITEM(spec, 0);
+        if ((!first && out_put(&o, ",", 1) < 0) ||
+            out_put(&o, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head)) < 0)
+            goto fail;
+        first = 0;
+        int failed = value == Py_None
+                         ? out_put(&o, "null", 4) < 0
+                         : out_json_value(&o, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
+                                          (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
+                                          PyTuple_GET_ITEM(spec, 4)) < 0;
+        if (failed || out_put(&o, "}", 1) < 0) goto fail;
+    }
+    if (out_put(&o, "}", 1) < 0) goto fail;
+    PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
+    PyMem_Free(o.p);
+    return result;
+fail:
+    PyMem_Free(o.p);
+    return defer();
+}
+
 /* ---- fractional-second digits -------------------------------------------------------------
 
    first_fsps(names, images, field) -> tuple of int
@@ -453,6 +916,10 @@ static PyMethodDef methods[] = {
      "A Canal-JSON row's canonical values, or None to use the Python loop."},
     {"column_image", (PyCFunction)(void (*)(void))column_image, METH_FASTCALL,
      "An Open Protocol row's values, or None to use the Python loop."},
+    {"text_object", (PyCFunction)(void (*)(void))text_object, METH_FASTCALL,
+     "A row image as Canal-JSON's {\"name\":\"text\"} object, or None to use Python."},
+    {"column_object", (PyCFunction)(void (*)(void))column_object, METH_FASTCALL,
+     "A row image as Open Protocol's column objects, or None to use Python."},
     {"first_fsps", (PyCFunction)(void (*)(void))first_fsps, METH_FASTCALL,
      "Per name, the fractional-second digits of the first image's text, or -1."},
     {NULL, NULL, 0, NULL},
@@ -477,6 +944,7 @@ PyMODINIT_FUNC PyInit__values(void) {
     str_f = PyUnicode_InternFromString("f");
     str_h = PyUnicode_InternFromString("h");
     str_v = PyUnicode_InternFromString("v");
-    if (!str_t || !str_f || !str_h || !str_v) return NULL;
+    str_f_format = PyUnicode_InternFromString("f");
+    if (!str_t || !str_f || !str_h || !str_v || !str_f_format) return NULL;
     return PyModule_Create(&module);
 }

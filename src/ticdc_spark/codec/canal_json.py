@@ -42,7 +42,7 @@ from ticdc_spark.codec.common import (
     row_images,
     temporal_columns,
 )
-from ticdc_spark.codec.compiled import LATIN1, kind_of
+from ticdc_spark.codec.compiled import LATIN1, kind_of, text_kind
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
@@ -334,6 +334,8 @@ class _EncodePlan:
     base_codes: dict[str, int]
     promotions: tuple[tuple[str, int, int], ...]  # (column, largest unpromoted value, code)
     mysql_types: bytes
+    # columns for compiled_values.text_object: (JSON key and colon, name, kind, fsp, formatter)
+    compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
     promoted_text: dict[tuple[bool, ...], bytes] = field(default_factory=dict)
 
 
@@ -408,14 +410,13 @@ class CanalJSONEncoder:
             after = handle_key_image(row, after) if after is not None else None
         kind = row.kind
         data_image = before if kind is RowKind.DELETE else after
-        data = _text_image(plan.columns, data_image)
+        data = _text_json(plan, data_image)
         old = b"null"
         if kind is RowKind.UPDATE:
             old_image = before or {}
             if self.options.updated_old_only:
                 old_image = changed_columns(old_image, after or {})
-            old_text = _text_image(plan.columns, old_image, after, data)
-            old = b"[" + go_json(orjson.dumps(old_text)) + b"]"
+            old = b"[" + _text_json(plan, old_image) + b"]"
         sql_types = plan.sql_types
         if sql_types is None:
             sql_types = _sql_types(plan, data_image or {})
@@ -433,7 +434,7 @@ class CanalJSONEncoder:
             b',"old":',
             old,
             b',"data":[',
-            go_json(orjson.dumps(data)),
+            data,
             b"]",
         ]
         if self.options.enable_tidb_extension:
@@ -526,6 +527,15 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
     describe = full_type_desc if full_types else plain_type_desc
     mysql_types = go_json(orjson.dumps({c.name: describe(c.type) for c in columns}))
     constant = None if promotions else go_json(orjson.dumps(base_codes or None))
+    compiled = tuple(
+        (
+            go_json(orjson.dumps(c.name)) + b":",
+            c.name,
+            *((LATIN1, 0) if c.type.family is Family.BYTES else text_kind(c.type)),
+            _formatter(c.type),
+        )
+        for c in columns
+    )
     return _EncodePlan(
         prefix,
         tuple((c.name, _formatter(c.type)) for c in columns),
@@ -533,6 +543,7 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
         base_codes,
         promotions,
         mysql_types,
+        compiled,
     )
 
 
@@ -552,22 +563,21 @@ def _sql_types(plan: _EncodePlan, image: dict[str, Any]) -> bytes:
     return text
 
 
+def _text_json(plan: _EncodePlan, image: dict[str, Any] | None) -> bytes:
+    """An image as the JSON object of a ``data``/``old`` row: by the compiled loop when it
+    is built and takes the row, else formatted here."""
+    if compiled_values is not None:
+        text = compiled_values.text_object(plan.compiled, image or {})
+        if text is not None:
+            return text  # type: ignore[no-any-return]
+    return go_json(orjson.dumps(_text_image(plan.columns, image)))
+
+
 def _text_image(
-    columns: tuple[tuple[str, Callable[[Any], str]], ...],
-    image: dict[str, Any] | None,
-    twin: dict[str, Any] | None = None,
-    twin_text: dict[str, str | None] | None = None,
+    columns: tuple[tuple[str, Callable[[Any], str]], ...], image: dict[str, Any] | None
 ) -> dict[str, str | None]:
-    """Format an image; columns holding the very object ``twin`` holds (an UPDATE's unchanged
-    columns) reuse ``twin_text`` instead of being formatted twice."""
+    """Format an image's columns (those it has, in the plan's order)."""
     image = image or {}
-    if twin is not None and twin_text is not None:
-        missing = object()
-        return {
-            name: twin_text[name] if twin.get(name, missing) is v else None if v is None else fmt(v)
-            for name, fmt in columns
-            if (v := image.get(name, missing)) is not missing
-        }
     try:  # the common case: the image has every column
         return {name: None if (v := image[name]) is None else fmt(v) for name, fmt in columns}
     except KeyError:  # only some columns (only-updated old, handle-key-only)

@@ -16,7 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ticdc_spark.types import parse_date, parse_datetime, parse_decimal, parse_float, parse_time
+from ticdc_spark.types import (
+    ColumnType,
+    Family,
+    parse_date,
+    parse_datetime,
+    parse_decimal,
+    parse_float,
+    parse_time,
+)
 
 try:
     from ticdc_spark import _values as values  # type: ignore[attr-defined]
@@ -24,7 +32,7 @@ except ImportError:  # built without a C compiler
     values = None
 
 __all__ = ["BASE64", "BASE64_TEXT", "CALL", "DECIMAL", "DOUBLE", "FLOAT32", "GO_QUOTED"]
-__all__ += ["INT", "INT_TEXT", "LATIN1", "STR", "kind_of", "native", "values"]
+__all__ += ["INT", "INT_TEXT", "LATIN1", "STR", "kind_of", "native", "text_kind", "values"]
 
 # The kinds, as _values.c numbers them.
 STR, INT, INT_TEXT, FLOAT32, DOUBLE, DATE, DATETIME, TIME, LATIN1, DECIMAL, CALL = range(11)
@@ -53,3 +61,32 @@ def kind_of(function: Callable[[Any], Any], own: dict[Any, int] | None = None) -
     if own is not None and function in own:
         return own[function]
     return _KIND_OF.get(function, CALL)
+
+
+# Encoding: the family's text formatter (types.text_formatter) as a kind, with its fsp.
+_TEXT_KIND_OF = {
+    Family.INTEGER: STR,  # str() of an int
+    Family.YEAR: STR,
+    Family.ENUM: STR,
+    Family.SET: STR,
+    Family.BIT: STR,
+    Family.STRING: STR,
+    Family.JSON: STR,
+    Family.UNKNOWN: STR,
+    Family.DECIMAL: DECIMAL,
+    Family.FLOAT: FLOAT32,
+    Family.DOUBLE: DOUBLE,
+    Family.DATE: DATE,
+    Family.DATETIME: DATETIME,
+    Family.TIME: TIME,
+}
+
+
+def text_kind(ctype: ColumnType) -> tuple[int, int]:
+    """(kind, fsp) of ``types.text_formatter(ctype)`` for the compiled loops; fsp -1 is an
+    unknown one (six digits, trailing zeros cut).  Binary columns have no text form here:
+    each codec writes its own."""
+    kind = _TEXT_KIND_OF.get(ctype.family, CALL)
+    if ctype.decimal is None:
+        return kind, -1
+    return kind, ctype.decimal

@@ -49,6 +49,7 @@ from ticdc_spark.codec.common import (
 from ticdc_spark.codec.compiled import (
     BASE64,
     BASE64_TEXT,
+    CALL,
     DECIMAL,
     DOUBLE,
     FLOAT32,
@@ -57,6 +58,7 @@ from ticdc_spark.codec.compiled import (
     INT_TEXT,
     STR,
     kind_of,
+    text_kind,
 )
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json, go_json_float, go_quote, go_unquote
@@ -210,6 +212,22 @@ def _wire_encoder(ctype: ColumnType, code: int) -> Callable[[Any], Any]:
     if family is Family.UNKNOWN:
         return lambda v: v.decode("latin-1") if isinstance(v, bytes) else v
     return text_formatter(ctype)
+
+
+def _wire_kind(ctype: ColumnType, code: int) -> tuple[int, int]:
+    """(kind, fsp) of :func:`_wire_encoder` for compiled_values.column_object."""
+    family = ctype.family
+    if code in _BASE64_CODES:
+        return (BASE64 if family is Family.BYTES else BASE64_TEXT), 0
+    if family is Family.BYTES:
+        return GO_QUOTED, 0
+    if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
+        return INT, 0
+    if family in (Family.FLOAT, Family.DOUBLE):
+        return (FLOAT32 if family is Family.FLOAT else DOUBLE), 0
+    if family is Family.UNKNOWN:
+        return CALL, 0
+    return text_kind(ctype)
 
 
 def _identity(value: Any) -> Any:
@@ -377,6 +395,8 @@ class _TablePlan:
     # as TiCDC's Go map encoding writes them
     fill: list[tuple[str, Callable[[Any], Any] | None, dict[str, Any]]]
     full: dict[str, dict[str, Any]]  # name -> entry, for images with every column
+    # the same for compiled_values.column_object: (JSON up to "v":, name, kind, fsp, encoder)
+    compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], Any]], ...]
 
 
 class OpenProtocolEncoder:
@@ -461,7 +481,7 @@ class OpenProtocolEncoder:
             key_obj["ohk"] = True
         if claim_check is not None:
             key_obj["ccl"] = claim_check
-        value = go_json(self._row_value(row, self._plan(schema), key_only))
+        value = self._row_value(row, self._plan(schema), key_only)
         method = self.options.large_message_handle_compression
         return go_json(orjson.dumps(key_obj)), compress(value, method)
 
@@ -490,6 +510,7 @@ class OpenProtocolEncoder:
             return hit[1]
         derived = schema.with_derived_flags()
         columns = []
+        compiled: list[tuple[bytes, str, int, int, Callable[[Any], Any]]] = []
         for column, wire in sorted(
             zip(schema.columns, derived.columns, strict=True), key=lambda p: p[0].name.encode()
         ):
@@ -501,8 +522,10 @@ class OpenProtocolEncoder:
             entry["f"] = flags
             entry["v"] = None
             columns.append(_ColumnPlan(column.name, _wire_encoder(column.type, code), entry))
+            head = go_json(orjson.dumps(column.name) + b":" + orjson.dumps(entry)[: -len(b"null}")])
+            compiled.append((head, column.name, *_wire_kind(column.type, code), columns[-1].encode))
         fill = [(c.name, None if c.encode is _identity else c.encode, c.entry) for c in columns]
-        plan = _TablePlan(fill, {c.name: c.entry for c in columns})
+        plan = _TablePlan(fill, {c.name: c.entry for c in columns}, tuple(compiled))
         self._plans.put(id(schema), (schema, plan))
         return plan
 
@@ -531,13 +554,18 @@ class OpenProtocolEncoder:
 
 
 def _columns_json(plan: _TablePlan, image: dict[str, Any] | None) -> bytes:
-    """The JSON of one image's columns (``{"name":{"t":..,"f":..,"v":..},...}``)."""
+    """The JSON of one image's columns (``{"name":{"t":..,"f":..,"v":..},...}``) as Go
+    writes it: by the compiled loop when it is built and takes the image, else here."""
     image = image or {}
+    if compiled_values is not None:
+        data = compiled_values.column_object(plan.compiled, image)
+        if data is not None:
+            return data  # type: ignore[no-any-return]
     try:  # the common case: every column is in the image
         for name, encode, entry in plan.fill:
             value = image[name]
             entry["v"] = value if value is None or encode is None else encode(value)
-        return orjson.dumps(plan.full)
+        return go_json(orjson.dumps(plan.full))
     except KeyError:
         out = {}
         for name, encode, entry in plan.fill:
@@ -545,7 +573,7 @@ def _columns_json(plan: _TablePlan, image: dict[str, Any] | None) -> bytes:
                 value = image[name]
                 entry["v"] = value if value is None or encode is None else encode(value)
                 out[name] = entry
-        return orjson.dumps(out)
+        return go_json(orjson.dumps(out))
 
 
 class _Batch:
