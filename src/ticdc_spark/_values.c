@@ -449,39 +449,132 @@ static int out_put(Out *o, const char *src, Py_ssize_t n) {
 /* A JSON string as Go's encoding/json writes it: <, >, & and U+2028/9 escaped, control
    characters as \u00xx except \n \r \t.  A str that is not valid UTF-8 (lone surrogates)
    fails, as orjson does on the Python path. */
+/* Bytes Go's JSON writer escapes, and 0xE2 (the lead byte of U+2028/9): set at import. */
+static unsigned char JSON_SPECIAL[256];
+
+/* The escape of a special byte at s[i], or 0 bytes when it needs none (an 0xE2 that does not
+   start U+2028/9). */
+static int json_escape(const char *s, Py_ssize_t i, Py_ssize_t n, char *esc) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char c = (unsigned char)s[i];
+    switch (c) {
+    case '"': memcpy(esc, "\\\"", 2); return 2;
+    case '\\': memcpy(esc, "\\\\", 2); return 2;
+    case '\n': memcpy(esc, "\\n", 2); return 2;
+    case '\r': memcpy(esc, "\\r", 2); return 2;
+    case '\t': memcpy(esc, "\\t", 2); return 2;
+    case 0xE2:
+        if (i + 2 >= n || (unsigned char)s[i + 1] != 0x80 || ((unsigned char)s[i + 2] & 0xFE) != 0xA8)
+            return 0;
+        memcpy(esc, (s[i + 2] & 1) ? "\\u2029" : "\\u2028", 6);
+        return 6;
+    default: /* control characters, < > & */
+        memcpy(esc, "\\u00", 4);
+        esc[4] = hex[c >> 4], esc[5] = hex[c & 15];
+        return 6;
+    }
+}
+
 static int out_json_utf8(Out *o, const char *s, Py_ssize_t n) {
     if (out_grow(o, n + 2) < 0) return -1;
-    static const char hex[] = "0123456789abcdef";
     o->p[o->len++] = '"';
-    Py_ssize_t start = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char u[6] = {'\\', 'u', '0', '0', 0, 0};
-        int width = 2;
-        if (c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' &&
-            !(c == 0xE2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
-              ((unsigned char)s[i + 2] & 0xFE) == 0xA8))
+    Py_ssize_t start = 0, i = 0;
+    for (;;) {
+        while (i < n && !JSON_SPECIAL[(unsigned char)s[i]]) i++;
+        if (i == n) break;
+        char esc[6];
+        int width = json_escape(s, i, n, esc);
+        if (!width) {
+            i++;
             continue;
-        if (c == '"') esc = "\\\"";
-        else if (c == '\\') esc = "\\\\";
-        else if (c == '\n') esc = "\\n";
-        else if (c == '\r') esc = "\\r";
-        else if (c == '\t') esc = "\\t";
-        else if (c == 0xE2) {
-            u[2] = '2', u[3] = '0', u[4] = '2', u[5] = (s[i + 2] & 1) ? '9' : '8';
-            esc = u, width = 6;
-        } else {
-            u[4] = hex[c >> 4], u[5] = hex[c & 15];
-            esc = u, width = 6;
         }
         if (out_put(o, s + start, i - start) < 0 || out_put(o, esc, width) < 0) return -1;
-        if (c == 0xE2) i += 2;
-        start = i + 1;
+        i += (unsigned char)s[i] == 0xE2 ? 3 : 1;
+        start = i;
     }
     if (out_put(o, s + start, n - start) < 0 || out_grow(o, 1) < 0) return -1;
     o->p[o->len++] = '"';
     return 0;
+}
+
+/* Bytes as the JSON string of the text whose code points they are (Latin-1). */
+static int out_json_latin1(Out *o, const unsigned char *s, Py_ssize_t n) {
+    if (out_grow(o, 2 * n + 2) < 0) return -1;
+    o->p[o->len++] = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c >= 0x80) {
+            if (out_grow(o, 2) < 0) return -1;
+            o->p[o->len++] = (char)(0xC0 | c >> 6);
+            o->p[o->len++] = (char)(0x80 | (c & 0x3F));
+        } else if (JSON_SPECIAL[c]) {
+            char esc[6];
+            int width = json_escape((const char *)s, i, n, esc);
+            if (out_put(o, esc, width) < 0) return -1;
+        } else {
+            if (out_grow(o, 1) < 0) return -1;
+            o->p[o->len++] = (char)c;
+        }
+    }
+    if (out_grow(o, 1) < 0) return -1;
+    o->p[o->len++] = '"';
+    return 0;
+}
+
+/* Go's strconv.Quote of bytes, without the quotes, as gotext.go_quote writes it: bytes that
+   are not UTF-8 as \xNN (Python's decoder decides which, with surrogateescape), the short
+   escapes, other ASCII controls as \xNN, non-printable code points as \uNNNN/\UNNNNNNNN. */
+static int out_go_quoted(Out *q, const char *data, Py_ssize_t n) {
+    static const char hex[] = "0123456789abcdef";
+    PyObject *text = PyUnicode_DecodeUTF8(data, n, "surrogateescape");
+    if (!text) return -1;
+    int kind = PyUnicode_KIND(text);
+    const void *chars = PyUnicode_DATA(text);
+    Py_ssize_t count = PyUnicode_GET_LENGTH(text);
+    int r = 0;
+    for (Py_ssize_t i = 0; i < count && r == 0; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, chars, i);
+        char buf[12];
+        int width;
+        const char *simple = NULL;
+        switch (c) {
+        case 0x07: simple = "\\a"; break;
+        case 0x08: simple = "\\b"; break;
+        case 0x0C: simple = "\\f"; break;
+        case 0x0A: simple = "\\n"; break;
+        case 0x0D: simple = "\\r"; break;
+        case 0x09: simple = "\\t"; break;
+        case 0x0B: simple = "\\v"; break;
+        case 0x5C: simple = "\\\\"; break;
+        case 0x22: simple = "\\\""; break;
+        }
+        if (c >= 0xDC80 && c <= 0xDCFF) {
+            width = snprintf(buf, sizeof buf, "\\x%02x", (unsigned)(c - 0xDC00));
+        } else if (simple) {
+            memcpy(buf, simple, 2), width = 2;
+        } else if (c < 0x80) {
+            if (c >= 0x20 && c < 0x7F)
+                buf[0] = (char)c, width = 1;
+            else
+                buf[0] = '\\', buf[1] = 'x', buf[2] = hex[c >> 4], buf[3] = hex[c & 15], width = 4;
+        } else if (Py_UNICODE_ISPRINTABLE(c)) {
+            /* UTF-8 of a code point that is not a surrogate (those are not printable) */
+            if (c < 0x800)
+                buf[0] = (char)(0xC0 | c >> 6), buf[1] = (char)(0x80 | (c & 0x3F)), width = 2;
+            else if (c < 0x10000)
+                buf[0] = (char)(0xE0 | c >> 12), buf[1] = (char)(0x80 | (c >> 6 & 0x3F)),
+                buf[2] = (char)(0x80 | (c & 0x3F)), width = 3;
+            else
+                buf[0] = (char)(0xF0 | c >> 18), buf[1] = (char)(0x80 | (c >> 12 & 0x3F)),
+                buf[2] = (char)(0x80 | (c >> 6 & 0x3F)), buf[3] = (char)(0x80 | (c & 0x3F)),
+                width = 4;
+        } else {
+            width = snprintf(buf, sizeof buf, c < 0x10000 ? "\\u%04x" : "\\U%08x", (unsigned)c);
+        }
+        r = out_put(q, buf, width);
+    }
+    Py_DECREF(text);
+    return r;
 }
 
 static int out_json_str(Out *o, PyObject *text) {
@@ -643,10 +736,22 @@ static PyObject *float_text(double value, int bits) {
 
 static PyObject *str_f_format;
 
+/* `width` decimal digits of 0 <= v < 10^width, zero-padded. */
+static void put_digits(char *p, int v, int width) {
+    for (int i = width - 1; i >= 0; i--, v /= 10) p[i] = (char)('0' + v % 10);
+}
+
+static void put_date(char *p, PyObject *v) { /* YYYY-MM-DD; years are 1..9999 */
+    put_digits(p, PyDateTime_GET_YEAR(v), 4);
+    p[4] = '-';
+    put_digits(p + 5, PyDateTime_GET_MONTH(v), 2);
+    p[7] = '-';
+    put_digits(p + 8, PyDateTime_GET_DAY(v), 2);
+}
+
 /* The text of a canonical value: a new reference to a str, or NULL with an exception. */
 static PyObject *format_value(int kind, int fsp, PyObject *v, PyObject *fallback) {
     char buf[40];
-    int n;
     switch (kind) {
     case K_STR:
         if (PyUnicode_CheckExact(v)) return Py_NewRef(v);
@@ -654,16 +759,20 @@ static PyObject *format_value(int kind, int fsp, PyObject *v, PyObject *fallback
         break;
     case K_DATE:
         if (!PyDate_CheckExact(v)) break;
-        n = snprintf(buf, sizeof buf, "%04d-%02d-%02d", PyDateTime_GET_YEAR(v),
-                     PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v));
-        return PyUnicode_FromStringAndSize(buf, n);
+        put_date(buf, v);
+        return PyUnicode_FromStringAndSize(buf, 10);
     case K_DATETIME:
         if (!PyDateTime_CheckExact(v) || fsp > 6) break;
-        n = snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d.%06d",
-                     PyDateTime_GET_YEAR(v), PyDateTime_GET_MONTH(v), PyDateTime_GET_DAY(v),
-                     PyDateTime_DATE_GET_HOUR(v), PyDateTime_DATE_GET_MINUTE(v),
-                     PyDateTime_DATE_GET_SECOND(v), PyDateTime_DATE_GET_MICROSECOND(v));
-        return PyUnicode_FromStringAndSize(buf, fsp < 0 ? trimmed(buf, n) : fsp ? 20 + fsp : 19);
+        put_date(buf, v);
+        buf[10] = ' ';
+        put_digits(buf + 11, PyDateTime_DATE_GET_HOUR(v), 2);
+        buf[13] = ':';
+        put_digits(buf + 14, PyDateTime_DATE_GET_MINUTE(v), 2);
+        buf[16] = ':';
+        put_digits(buf + 17, PyDateTime_DATE_GET_SECOND(v), 2);
+        buf[19] = '.';
+        put_digits(buf + 20, PyDateTime_DATE_GET_MICROSECOND(v), 6);
+        return PyUnicode_FromStringAndSize(buf, fsp < 0 ? trimmed(buf, 26) : fsp ? 20 + fsp : 19);
     case K_TIME:
         if (!PyDelta_CheckExact(v) || fsp > 6) break;
         return text_of_time(v, fsp);
@@ -721,6 +830,12 @@ static PyObject *text_object(PyObject *self, PyObject *const *args, Py_ssize_t n
         first = 0;
         if (value == Py_None) {
             if (out_put(&o, "null", 4) < 0) goto fail;
+            continue;
+        }
+        if (PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)) == K_LATIN1 && PyBytes_CheckExact(value)) {
+            if (out_json_latin1(&o, (const unsigned char *)PyBytes_AS_STRING(value),
+                                PyBytes_GET_SIZE(value)) < 0)
+                goto fail;
             continue;
         }
         PyObject *text = format_value((int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
@@ -785,11 +900,16 @@ static int out_json_value(Out *o, int kind, int fsp, PyObject *v, PyObject *enco
         const char *utf8 = PyUnicode_AsUTF8AndSize(v, &size);
         return utf8 ? out_base64(o, (const unsigned char *)utf8, size) : -1;
     }
-    case K_GO_QUOTED:
+    case K_GO_QUOTED: {
         if (!PyBytes_CheckExact(v)) return -1;
         if (printable_ascii(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v)))
             return out_json_utf8(o, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
-        break;
+        Out quoted = {NULL, 0, 0};
+        int r = out_go_quoted(&quoted, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+        if (r == 0) r = out_json_utf8(o, quoted.p ? quoted.p : "", quoted.len);
+        PyMem_Free(quoted.p);
+        return r;
+    }
     case K_FLOAT32:
     case K_DOUBLE: {
         if (!PyFloat_CheckExact(v)) return -1;
@@ -931,6 +1051,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_values",
 
 PyMODINIT_FUNC PyInit__values(void) {
     const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int c = 0; c < 0x20; c++) JSON_SPECIAL[c] = 1;
+    JSON_SPECIAL['"'] = JSON_SPECIAL['\\'] = JSON_SPECIAL['<'] = JSON_SPECIAL['>'] = 1;
+    JSON_SPECIAL['&'] = JSON_SPECIAL[0xE2] = 1;
     memset(B64, -1, sizeof B64);
     for (int i = 0; i < 64; i++) B64[(unsigned char)alphabet[i]] = (signed char)i;
     PyDateTime_IMPORT;
