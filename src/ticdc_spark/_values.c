@@ -607,6 +607,32 @@ static int out_base64(Out *o, const unsigned char *s, Py_ssize_t n) {
     return 0;
 }
 
+/* An int as decimal digits (quoted: as a JSON string); beyond 64 bits (signed below zero,
+   unsigned above) it fails, as orjson fails on the Python path. */
+static int out_int(Out *o, PyObject *v, int quoted) {
+    int overflow;
+    unsigned long long u;
+    int negative = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (overflow > 0) {
+        u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
+    } else if (overflow < 0) {
+        PyErr_SetString(PyExc_OverflowError, "an integer below -2^63");
+        return -1;
+    } else {
+        negative = x < 0;
+        u = negative ? 0ULL - (unsigned long long)x : (unsigned long long)x;
+    }
+    char buf[24], *p = buf + sizeof buf;
+    if (quoted) *--p = '"';
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    if (negative) *--p = '-';
+    if (quoted) *--p = '"';
+    return out_put(o, p, buf + sizeof buf - p);
+}
+
 /* The length of a temporal text with six fractional digits once trailing zeros are cut. */
 static int trimmed(const char *text, int n) {
     while (text[n - 1] == '0') n--;
@@ -832,11 +858,21 @@ static PyObject *text_object(PyObject *self, PyObject *const *args, Py_ssize_t n
             if (out_put(&o, "null", 4) < 0) goto fail;
             continue;
         }
-        if (PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)) == K_LATIN1 && PyBytes_CheckExact(value)) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(spec, 2));
+        if (kind == K_LATIN1 && PyBytes_CheckExact(value)) {
             if (out_json_latin1(&o, (const unsigned char *)PyBytes_AS_STRING(value),
                                 PyBytes_GET_SIZE(value)) < 0)
                 goto fail;
             continue;
+        }
+        if (kind == K_STR && PyLong_CheckExact(value)) { /* str() of an int, as a string */
+            int overflow;
+            PyLong_AsLongLongAndOverflow(value, &overflow);
+            if (!overflow && !PyErr_Occurred()) {
+                if (out_int(&o, value, 1) < 0) goto fail;
+                continue;
+            }
+            PyErr_Clear();
         }
         PyObject *text = format_value((int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
                                       (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
@@ -871,26 +907,13 @@ static int printable_ascii(const char *s, Py_ssize_t n) {
 }
 
 static int out_json_value(Out *o, int kind, int fsp, PyObject *v, PyObject *encoder) {
-    char buf[32];
     int n;
     switch (kind) {
     case K_INT:
         if (PyBool_Check(v)) return v == Py_True ? out_put(o, "true", 4) : out_put(o, "false", 5);
         if (PyUnicode_CheckExact(v)) return out_json_str(o, v);
         if (!PyLong_CheckExact(v)) return -1;
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred()) return -1;
-        if (overflow > 0) { /* up to 2^64-1, as orjson; beyond it orjson raises */
-            unsigned long long u = PyLong_AsUnsignedLongLong(v);
-            if (u == (unsigned long long)-1 && PyErr_Occurred()) return -1;
-            n = snprintf(buf, sizeof buf, "%llu", u);
-        } else if (overflow < 0) {
-            return -1;
-        } else {
-            n = snprintf(buf, sizeof buf, "%lld", x);
-        }
-        return out_put(o, buf, n);
+        return out_int(o, v, 0);
     case K_BASE64:
         if (!PyBytes_CheckExact(v)) return -1;
         return out_base64(o, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));

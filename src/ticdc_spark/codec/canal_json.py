@@ -350,6 +350,8 @@ class CanalJSONEncoder:
         self.options = options or CanalJSONOptions()
         self.clock = clock or _now_ms
         self._plans: dict[tuple[int, bool], tuple[TableSchema, _EncodePlan]] = {}
+        # the last full-row plan used: a run of one table's rows needs no cache lookup
+        self._last: tuple[TableSchema | None, Any] = (None, None)
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
             if self.options.large_message_handle_option == "claim-check"
@@ -374,8 +376,10 @@ class CanalJSONEncoder:
 
     def _row_message(self, row: RowChange) -> Message:
         opts = self.options
-        key_only = row.kind is RowKind.DELETE and opts.delete_only_output_handle_key_columns
-        value = compress(self._row_json(row, key_only, b""), opts.large_message_handle_compression)
+        key_only = row.kind is _DELETE and opts.delete_only_output_handle_key_columns
+        value = self._row_json(row, key_only, b"")
+        if opts.large_message_handle_compression != "none":
+            value = compress(value, opts.large_message_handle_compression)
         if len(value) + RECORD_OVERHEAD > opts.max_message_bytes:
             value = self._large_row(row, value)
         schema = row.schema
@@ -404,15 +408,18 @@ class CanalJSONEncoder:
 
     def _row_json(self, row: RowChange, key_only: bool, tidb_marker: bytes) -> bytes:
         before, after = row_images(row)
-        plan = self._plan(row.schema, key_only)
+        last = self._last
+        plan = (
+            last[1] if last[0] is row.schema and not key_only else self._plan(row.schema, key_only)
+        )
         if key_only:
             before = handle_key_image(row, before) if before is not None else None
             after = handle_key_image(row, after) if after is not None else None
         kind = row.kind
-        data_image = before if kind is RowKind.DELETE else after
+        data_image = before if kind is _DELETE else after
         data = _text_json(plan, data_image)
         old = b"null"
-        if kind is RowKind.UPDATE:
+        if kind is _UPDATE:
             old_image = before or {}
             if self.options.updated_old_only:
                 old_image = changed_columns(old_image, after or {})
@@ -420,37 +427,34 @@ class CanalJSONEncoder:
         sql_types = plan.sql_types
         if sql_types is None:
             sql_types = _sql_types(plan, data_image or {})
-        parts = [
-            plan.prefix,
-            kind.value.encode(),
-            b'","es":',
-            b"%d" % physical_ms(row.commit_ts),
-            b',"ts":',
-            b"%d" % self.clock(),
-            b',"sql":"","sqlType":',
-            sql_types,
-            b',"mysqlType":',
-            plan.mysql_types,
-            b',"old":',
-            old,
-            b',"data":[',
-            data,
-            b"]",
-        ]
+        tidb = b""
         if self.options.enable_tidb_extension:
-            parts += (b',"_tidb":{"commitTs":', b"%d" % row.commit_ts, tidb_marker, b"}")
-        parts.append(b"}")
-        return b"".join(parts)
+            tidb = b',"_tidb":{"commitTs":%d%s}' % (row.commit_ts, tidb_marker)
+        return _ROW_MESSAGE % (
+            plan.prefix,
+            b"UPDATE" if kind is _UPDATE else b"INSERT" if kind is _INSERT else b"DELETE",
+            physical_ms(row.commit_ts),
+            self.clock(),
+            sql_types,
+            plan.mysql_types,
+            old,
+            data,
+            tidb,
+        )
 
     def _plan(self, schema: TableSchema, key_only: bool) -> _EncodePlan:
         key = (id(schema), key_only)
         hit = self._plans.get(key)
         if hit is not None and hit[0] is schema:
+            if not key_only:
+                self._last = hit
             return hit[1]
         if len(self._plans) > 4096:
             self._plans.clear()
         plan = _build_encode_plan(schema, key_only, self.options.content_compatible)
         self._plans[key] = (schema, plan)
+        if not key_only:
+            self._last = (schema, plan)
         return plan
 
     # DDL and watermarks -----------------------------------------------------------------
@@ -475,6 +479,11 @@ class CanalJSONEncoder:
         obj["_tidb"] = {"watermarkTs": ts}
         value = compress(orjson.dumps(obj), self.options.large_message_handle_compression)
         return Message(None, value, Route.ALL_TOPICS)
+
+
+# A row message after the plan's prefix ({"id":0,..,"type":"); the _tidb object last.
+_ROW_MESSAGE = b'%s%s","es":%d,"ts":%d,"sql":"","sqlType":%s,"mysqlType":%s,"old":%s,"data":[%s]%s}'
+_INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE  # no enum lookups
 
 
 def _now_ms() -> int:

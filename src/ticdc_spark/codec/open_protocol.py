@@ -397,6 +397,7 @@ class _TablePlan:
     full: dict[str, dict[str, Any]]  # name -> entry, for images with every column
     # the same for compiled_values.column_object: (JSON up to "v":, name, kind, fsp, encoder)
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], Any]], ...]
+    key_names: bytes  # ,"scm":..,"tbl":.. of the event key, as Go writes them
 
 
 class OpenProtocolEncoder:
@@ -407,6 +408,7 @@ class OpenProtocolEncoder:
     def __init__(self, options: OpenProtocolOptions | None = None) -> None:
         self.options = options or OpenProtocolOptions()
         self._plans: LRUCache[int, tuple[TableSchema, _TablePlan]] = LRUCache()
+        self._last: tuple[TableSchema | None, Any] = (None, None)  # the last plan used
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
             if self.options.large_message_handle_option == "claim-check"
@@ -469,6 +471,15 @@ class OpenProtocolEncoder:
         self, row: RowChange, *, key_only: bool, claim_check: str | None = None
     ) -> tuple[bytes, bytes]:
         schema = row.schema
+        plan = self._plan(schema)
+        value = self._row_value(row, plan, key_only)
+        method = self.options.large_message_handle_compression
+        if method != "none":
+            value = compress(value, method)
+        if not key_only and claim_check is None:  # the common key, from the plan's bytes
+            partition = row.partition_id
+            ptn = b"" if partition is None else b',"ptn":%d' % partition
+            return b'{"ts":%d%s%s,"t":1}' % (row.commit_ts, plan.key_names, ptn), value
         key_obj: dict[str, Any] = {"ts": row.commit_ts}
         if schema.database:
             key_obj["scm"] = schema.database
@@ -481,9 +492,7 @@ class OpenProtocolEncoder:
             key_obj["ohk"] = True
         if claim_check is not None:
             key_obj["ccl"] = claim_check
-        value = self._row_value(row, self._plan(schema), key_only)
-        method = self.options.large_message_handle_compression
-        return go_json(orjson.dumps(key_obj)), compress(value, method)
+        return go_json(orjson.dumps(key_obj)), value
 
     def _row_value(self, row: RowChange, plan: _TablePlan, key_only: bool) -> bytes:
         before, after = row_images(row)
@@ -505,8 +514,12 @@ class OpenProtocolEncoder:
         return value + b"}"
 
     def _plan(self, schema: TableSchema) -> _TablePlan:
+        last = self._last
+        if last[0] is schema:  # a run of one table's rows: no cache lookup
+            return last[1]
         hit = self._plans.get(id(schema))
         if hit is not None and hit[0] is schema:
+            self._last = hit
             return hit[1]
         derived = schema.with_derived_flags()
         columns = []
@@ -525,8 +538,13 @@ class OpenProtocolEncoder:
             head = go_json(orjson.dumps(column.name) + b":" + orjson.dumps(entry)[: -len(b"null}")])
             compiled.append((head, column.name, *_wire_kind(column.type, code), columns[-1].encode))
         fill = [(c.name, None if c.encode is _identity else c.encode, c.entry) for c in columns]
-        plan = _TablePlan(fill, {c.name: c.entry for c in columns}, tuple(compiled))
-        self._plans.put(id(schema), (schema, plan))
+        names = b""
+        if schema.database:
+            names += b',"scm":' + go_json(orjson.dumps(schema.database))
+        if schema.table:
+            names += b',"tbl":' + go_json(orjson.dumps(schema.table))
+        plan = _TablePlan(fill, {c.name: c.entry for c in columns}, tuple(compiled), names)
+        self._last = self._plans.put(id(schema), (schema, plan))
         return plan
 
     # DDL and resolved ---------------------------------------------------------------------
