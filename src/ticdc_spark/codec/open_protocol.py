@@ -408,7 +408,7 @@ class OpenProtocolEncoder:
     def __init__(self, options: OpenProtocolOptions | None = None) -> None:
         self.options = options or OpenProtocolOptions()
         self._plans: LRUCache[int, tuple[TableSchema, _TablePlan]] = LRUCache()
-        self._last: tuple[TableSchema | None, Any] = (None, None)  # the last plan used
+        self._last: tuple[TableSchema | None, _TablePlan | None] = (None, None)  # last used
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
             if self.options.large_message_handle_option == "claim-check"
@@ -514,9 +514,9 @@ class OpenProtocolEncoder:
         return value + b"}"
 
     def _plan(self, schema: TableSchema) -> _TablePlan:
-        last = self._last
-        if last[0] is schema:  # a run of one table's rows: no cache lookup
-            return last[1]
+        last_schema, last_plan = self._last
+        if last_schema is schema and last_plan is not None:  # a run of one table's rows
+            return last_plan
         hit = self._plans.get(id(schema))
         if hit is not None and hit[0] is schema:
             self._last = hit
