@@ -678,23 +678,28 @@ static int float32_reads_back(const char *text, double value) {
 /* The shortest digits (no sign, no trailing zeros) of a finite non-zero magnitude whose
    repr has an exponent (float64) or that float32 holds, and the decimal exponent of the
    first digit; returns the number of digits, or -1 with an exception. */
+/* Python's own float formatting ('r' is repr, 'e' with a precision is "%.Ne") into text. */
+static int python_float_text(double value, char code, int precision, char *text, size_t size) {
+    char *r = PyOS_double_to_string(value, code, precision, 0, NULL);
+    if (!r) return -1;
+    snprintf(text, size, "%s", r);
+    PyMem_Free(r);
+    return 0;
+}
+
 static int shortest_digits(double value, int bits, char *digits, int *exponent) {
     char text[64];
     if (bits == 64) {
-        char *r = PyOS_double_to_string(value, 'r', 0, 0, NULL);
-        if (!r) return -1;
-        snprintf(text, sizeof text, "%s", r);
-        PyMem_Free(r);
+        if (python_float_text(value, 'r', 0, text, sizeof text) < 0) return -1;
     } else {
-        snprintf(text, sizeof text, "%.5e", value);
-        if (PyErr_Occurred()) return -1;
+        if (python_float_text(value, 'e', 5, text, sizeof text) < 0) return -1;
         if (!float32_reads_back(text, value)) {
             int low = 6, high = 8;
             char candidate[64];
-            snprintf(text, sizeof text, "%.8e", value);
+            if (python_float_text(value, 'e', 8, text, sizeof text) < 0) return -1;
             while (low <= high) {
                 int mid = (low + high) / 2;
-                snprintf(candidate, sizeof candidate, "%.*e", mid, value);
+                if (python_float_text(value, 'e', mid, candidate, sizeof candidate) < 0) return -1;
                 if (float32_reads_back(candidate, value)) {
                     memcpy(text, candidate, sizeof text);
                     high = mid - 1;
@@ -1011,6 +1016,41 @@ fail:
     return defer();
 }
 
+/* exceeding(limits, image) -> int
+     limits: tuple of (name, largest, ...); bit i of the result is set when the image holds an
+     int (exactly) above limit i's largest: Canal-JSON's sqlType promotes such unsigned
+     integers to the next wider type. */
+static PyObject *exceeding(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "exceeding(limits, image)");
+        return NULL;
+    }
+    PyObject *limits = args[0], *image = args[1];
+    unsigned long long bits = 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(limits);
+    if (count > 64) {
+        PyErr_SetString(PyExc_ValueError, "at most 64 limits");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *limit = PyTuple_GET_ITEM(limits, i);
+        if (!PyTuple_Check(limit) || PyTuple_GET_SIZE(limit) < 2) {
+            PyErr_SetString(PyExc_TypeError, "a limit is a (name, largest, ...) tuple");
+            return NULL;
+        }
+        PyObject *value = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(limit, 0));
+        if (!value) {
+            if (PyErr_Occurred()) return NULL;
+            continue;
+        }
+        if (!PyLong_CheckExact(value)) continue;
+        int over = PyObject_RichCompareBool(value, PyTuple_GET_ITEM(limit, 1), Py_GT);
+        if (over < 0) return NULL;
+        if (over) bits |= 1ULL << i;
+    }
+    return PyLong_FromUnsignedLongLong(bits);
+}
+
 /* ---- fractional-second digits -------------------------------------------------------------
 
    first_fsps(names, images, field) -> tuple of int
@@ -1063,6 +1103,8 @@ static PyMethodDef methods[] = {
      "A row image as Canal-JSON's {\"name\":\"text\"} object, or None to use Python."},
     {"column_object", (PyCFunction)(void (*)(void))column_object, METH_FASTCALL,
      "A row image as Open Protocol's column objects, or None to use Python."},
+    {"exceeding", (PyCFunction)(void (*)(void))exceeding, METH_FASTCALL,
+     "A bit per (name, largest) limit the image's int value is above."},
     {"first_fsps", (PyCFunction)(void (*)(void))first_fsps, METH_FASTCALL,
      "Per name, the fractional-second digits of the first image's text, or -1."},
     {NULL, NULL, 0, NULL},

@@ -336,7 +336,7 @@ class _EncodePlan:
     mysql_types: bytes
     # columns for compiled_values.text_object: (JSON key and colon, name, kind, fsp, formatter)
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
-    promoted_text: dict[tuple[bool, ...], bytes] = field(default_factory=dict)
+    promoted_text: dict[int, bytes] = field(default_factory=dict)  # by promotion bits
 
 
 class CanalJSONEncoder:
@@ -558,15 +558,20 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
 
 def _sql_types(plan: _EncodePlan, image: dict[str, Any]) -> bytes:
     """sqlType with unsigned integers promoted by the value they hold in this row."""
-    promoted = tuple(
-        type(value := image.get(name)) is int and value > largest
-        for name, largest, _ in plan.promotions
-    )
+    promotions = plan.promotions
+    if compiled_values is not None and len(promotions) <= 64:
+        promoted = compiled_values.exceeding(promotions, image)
+    else:  # a bit per promotion whose column holds an int above its largest
+        promoted = sum(
+            1 << i
+            for i, (name, largest, _) in enumerate(promotions)
+            if type(value := image.get(name)) is int and value > largest
+        )
     text = plan.promoted_text.get(promoted)
     if text is None:
         codes = plan.base_codes.copy()
-        for (name, _, code), up in zip(plan.promotions, promoted, strict=True):
-            if up:
+        for i, (name, _, code) in enumerate(promotions):
+            if promoted >> i & 1:
                 codes[name] = code
         text = plan.promoted_text[promoted] = go_json(orjson.dumps(codes or None))
     return text

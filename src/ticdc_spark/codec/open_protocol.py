@@ -93,6 +93,7 @@ PROTOCOL = "open-protocol"
 BATCH_VERSION = 1
 _U64 = struct.Struct(">Q")
 _ROW, _DDL, _RESOLVED = 1, 2, 3
+_INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE  # no enum lookups
 
 
 @dataclass(frozen=True, slots=True)
@@ -684,6 +685,7 @@ class OpenProtocolDecoder:
     def __init__(self, options: OpenProtocolOptions | None = None) -> None:
         self.options = options or OpenProtocolOptions()
         self._plans: LRUCache[tuple[Any, ...], _RowPlan] = LRUCache()
+        self._last: tuple[Any, _RowPlan | None] = (None, None)  # (cache key, plan) last used
         self._fsp = TemporalFsp()
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
@@ -748,7 +750,8 @@ class OpenProtocolDecoder:
             return Watermark(ts)
         if value is None:
             raise DecodeError("key has more entries than value")
-        value = decompress(value, self.options.large_message_handle_compression)
+        if self.options.large_message_handle_compression != "none":
+            value = decompress(value, self.options.large_message_handle_compression)
         if kind == _DDL:
             obj = require_dict(loads(value, "DDL value"), "DDL value")
             return DDLEvent(
@@ -780,13 +783,15 @@ class OpenProtocolDecoder:
     ) -> RowChange:
         deleted = value.get("d")
         if deleted:
-            kind, columns = RowKind.DELETE, require_dict(deleted, "d")
+            kind, columns = _DELETE, require_dict(deleted, "d")
         else:
             columns = require_dict(value.get("u"), "u")
-            kind = RowKind.UPDATE if value.get("p") is not None else RowKind.INSERT
-        old_raw = require_dict(value["p"], "p") if kind is RowKind.UPDATE else None
+            kind = _UPDATE if value.get("p") is not None else _INSERT
+        old_raw = require_dict(value["p"], "p") if kind is _UPDATE else None
         cache_key = (key.get("scm"), key.get("tbl"), tuple(columns))
-        plan = self._plans.get(cache_key)
+        last_key, plan = self._last
+        if cache_key != last_key:  # not the same table shape as the last row
+            plan = self._plans.get(cache_key)
         try:
             if plan is None:
                 raise _ShapeChanged
@@ -799,8 +804,9 @@ class OpenProtocolDecoder:
                 old_image = _image(plan, old_raw, text) if old_raw is not None else None
             except _ShapeChanged:
                 raise DecodeError("'p' has a column that 'u' lacks or types differently") from None
+        self._last = (cache_key, plan)
         before = after = None
-        if kind is RowKind.DELETE:
+        if kind is _DELETE:
             before = image
         else:
             after = image
