@@ -449,3 +449,18 @@ def test_each_open_protocol_value_is_the_encoders_own(sql: str, value: Any) -> N
     assert got is None or got == expected, (got, expected)
     if expected is None:
         assert got is None
+
+
+@needs_compiled
+def test_go_quoting_matches_gotext_on_every_two_byte_string_and_many_code_points() -> None:
+    """Go-quoting decides per byte whether UTF-8 is well formed and per code point whether
+    it is printable: every pair of bytes and a spread of code points are compared."""
+    schema = TableSchema("d", "t", (Column("c", parse_column_type("varbinary(8)")),))
+    plan = open_protocol.OpenProtocolEncoder()._plan(schema)
+    samples = [bytes((a, b)) for a in range(256) for b in range(256)]
+    samples += [chr(c).encode() for c in range(0x80, 0x110000, 97) if not 0xD800 <= c < 0xE000]
+    samples += [b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\x80", b"a\n"]
+    got = [compiled.values.column_object(plan.compiled, {"c": s}) for s in samples]
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _without_compiled(monkeypatch)
+        assert got == [open_protocol._columns_json(plan, {"c": s}) for s in samples]

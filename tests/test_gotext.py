@@ -23,6 +23,7 @@ from ticdc_spark.types import to_float32
         ("\U0001f600".encode(), "\U0001f600"),
         ("\U000e0001".encode(), r"\U000e0001"),
         (b"\xff\xfe", r"\xff\xfe"),
+        (b"line\n", r"line\n"),  # a final newline is escaped too (a regex $ once let it by)
     ],
 )
 def test_go_quote_matches_strconv_quote(raw: bytes, quoted: str) -> None:

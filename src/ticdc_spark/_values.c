@@ -521,21 +521,40 @@ static int out_json_latin1(Out *o, const unsigned char *s, Py_ssize_t n) {
     return 0;
 }
 
+/* The code point of the well-formed UTF-8 sequence at s[i..n) and its length, or 0 when the
+   bytes there are not one (Python's strict decoder rejects the same: overlongs, surrogates,
+   code points over U+10FFFF, truncated sequences). */
+static int utf8_at(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, Py_UCS4 *code) {
+    unsigned char c = s[i];
+    int len;
+    unsigned char low = 0x80, high = 0xBF; /* the range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) len = 2, *code = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, *code = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, *code = c & 0x07;
+    else return 0;
+    if (c == 0xE0) low = 0xA0;
+    else if (c == 0xED) high = 0x9F;
+    else if (c == 0xF0) low = 0x90;
+    else if (c == 0xF4) high = 0x8F;
+    if (n - i < len || s[i + 1] < low || s[i + 1] > high) return 0;
+    for (int k = 1; k < len; k++) {
+        if (k > 1 && (s[i + k] & 0xC0) != 0x80) return 0;
+        *code = *code << 6 | (s[i + k] & 0x3F);
+    }
+    return len;
+}
+
 /* Go's strconv.Quote of bytes, without the quotes, as gotext.go_quote writes it: bytes that
-   are not UTF-8 as \xNN (Python's decoder decides which, with surrogateescape), the short
-   escapes, other ASCII controls as \xNN, non-printable code points as \uNNNN/\UNNNNNNNN. */
-static int out_go_quoted(Out *q, const char *data, Py_ssize_t n) {
+   are not UTF-8 as \xNN, the short escapes, other ASCII controls as \xNN, non-printable code
+   points as \uNNNN/\UNNNNNNNN, printable ones as they are. */
+static int out_go_quoted(Out *q, const unsigned char *s, Py_ssize_t n) {
     static const char hex[] = "0123456789abcdef";
-    PyObject *text = PyUnicode_DecodeUTF8(data, n, "surrogateescape");
-    if (!text) return -1;
-    int kind = PyUnicode_KIND(text);
-    const void *chars = PyUnicode_DATA(text);
-    Py_ssize_t count = PyUnicode_GET_LENGTH(text);
-    int r = 0;
-    for (Py_ssize_t i = 0; i < count && r == 0; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, chars, i);
+    for (Py_ssize_t i = 0; i < n;) {
+        unsigned char c = s[i];
         char buf[12];
-        int width;
+        int width = 0;
+        Py_UCS4 code;
+        int len = c < 0x80 ? 1 : utf8_at(s, i, n, &code);
         const char *simple = NULL;
         switch (c) {
         case 0x07: simple = "\\a"; break;
@@ -548,33 +567,26 @@ static int out_go_quoted(Out *q, const char *data, Py_ssize_t n) {
         case 0x5C: simple = "\\\\"; break;
         case 0x22: simple = "\\\""; break;
         }
-        if (c >= 0xDC80 && c <= 0xDCFF) {
-            width = snprintf(buf, sizeof buf, "\\x%02x", (unsigned)(c - 0xDC00));
-        } else if (simple) {
+        if (simple) {
             memcpy(buf, simple, 2), width = 2;
         } else if (c < 0x80) {
             if (c >= 0x20 && c < 0x7F)
                 buf[0] = (char)c, width = 1;
             else
                 buf[0] = '\\', buf[1] = 'x', buf[2] = hex[c >> 4], buf[3] = hex[c & 15], width = 4;
-        } else if (Py_UNICODE_ISPRINTABLE(c)) {
-            /* UTF-8 of a code point that is not a surrogate (those are not printable) */
-            if (c < 0x800)
-                buf[0] = (char)(0xC0 | c >> 6), buf[1] = (char)(0x80 | (c & 0x3F)), width = 2;
-            else if (c < 0x10000)
-                buf[0] = (char)(0xE0 | c >> 12), buf[1] = (char)(0x80 | (c >> 6 & 0x3F)),
-                buf[2] = (char)(0x80 | (c & 0x3F)), width = 3;
-            else
-                buf[0] = (char)(0xF0 | c >> 18), buf[1] = (char)(0x80 | (c >> 12 & 0x3F)),
-                buf[2] = (char)(0x80 | (c >> 6 & 0x3F)), buf[3] = (char)(0x80 | (c & 0x3F)),
-                width = 4;
+        } else if (!len) { /* not UTF-8: this one byte */
+            buf[0] = '\\', buf[1] = 'x', buf[2] = hex[c >> 4], buf[3] = hex[c & 15], width = 4;
+            len = 1;
+        } else if (Py_UNICODE_ISPRINTABLE(code)) {
+            memcpy(buf, s + i, len), width = len;
         } else {
-            width = snprintf(buf, sizeof buf, c < 0x10000 ? "\\u%04x" : "\\U%08x", (unsigned)c);
+            width = snprintf(buf, sizeof buf, code < 0x10000 ? "\\u%04x" : "\\U%08x",
+                             (unsigned)code);
         }
-        r = out_put(q, buf, width);
+        if (out_put(q, buf, width) < 0) return -1;
+        i += len;
     }
-    Py_DECREF(text);
-    return r;
+    return 0;
 }
 
 static int out_json_str(Out *o, PyObject *text) {
@@ -933,7 +945,8 @@ static int out_json_value(Out *o, int kind, int fsp, PyObject *v, PyObject *enco
         if (printable_ascii(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v)))
             return out_json_utf8(o, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
         Out quoted = {NULL, 0, 0};
-        int r = out_go_quoted(&quoted, PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
+        int r = out_go_quoted(&quoted, (const unsigned char *)PyBytes_AS_STRING(v),
+                              PyBytes_GET_SIZE(v));
         if (r == 0) r = out_json_utf8(o, quoted.p ? quoted.p : "", quoted.len);
         PyMem_Free(quoted.p);
         return r;

@@ -33,7 +33,7 @@ from ticdc_spark.types import Family, text_formatter
 __all__ = ["PartitionDispatcher", "TopicRouter", "hash_value_text", "make_dispatcher"]
 
 _NAME_CHARS = r"[A-Za-z0-9._\-]*"
-_TOPIC_RE = re.compile(rf"^{_NAME_CHARS}(\{{schema\}}{_NAME_CHARS})?(\{{table\}}{_NAME_CHARS})?$")
+_TOPIC_RE = re.compile(rf"^{_NAME_CHARS}(\{{schema\}}{_NAME_CHARS})?(\{{table\}}{_NAME_CHARS})?\Z")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
 _MAX_TOPIC = 249
 

@@ -439,9 +439,10 @@ def infer_fsp(text: str) -> int:
 
 
 _DATE_RE = re.compile(
-    r"^(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})\d*)?)?$"
+    r"^(\d{1,4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})\d*)?)?\Z"
 )
-_TIME_RE = re.compile(r"^(-)?(?:(\d+) )?(\d{1,4}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})\d*)?$")
+_TIME_RE = re.compile(r"^(-)?(?:(\d+) )?(\d{1,4}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,6})\d*)?\Z")
+# (\Z, not $: $ also matches before a final newline)
 
 
 def parse_date(text: str) -> _dt.date | ZeroDate:

@@ -67,7 +67,7 @@ _SIMPLE_ESCAPES = {
     0x5C: "\\\\",
     0x22: '\\"',
 }
-_PLAIN_ASCII = re.compile(rb"^[\x20-\x21\x23-\x5b\x5d-\x7e]*$")
+_PLAIN_ASCII = re.compile(rb"^[\x20-\x21\x23-\x5b\x5d-\x7e]*\Z")  # \Z: $ allows a final \n
 
 
 def go_quote(data: bytes) -> str:
