@@ -438,14 +438,15 @@ class OpenProtocolEncoder:
     def _append_row(self, row: RowChange, batch: _Batch, out: list[Message]) -> None:
         key, value = self._row_json(row, key_only=False)
         opts = self.options
-        if len(key) + len(value) + RECORD_OVERHEAD + 16 + 8 > opts.max_message_bytes:
+        size = 16 + len(key) + len(value)  # TiCDC counts both length prefixes
+        if size + RECORD_OVERHEAD + 8 > opts.max_message_bytes:
             key, value = self._large_row(row, key, value)
+            size = 16 + len(key) + len(value)
         if batch.rows and (
-            batch.rows >= opts.max_batch_size
-            or batch.size + 16 + len(key) + len(value) > opts.max_message_bytes
+            batch.rows >= opts.max_batch_size or batch.size + size > opts.max_message_bytes
         ):
             batch.flush_into(out)
-        batch.add(key, value, row)
+        batch.add(key, value, size, row)
 
     def _large_row(self, row: RowChange, key: bytes, value: bytes) -> tuple[bytes, bytes]:
         option = self.options.large_message_handle_option
@@ -496,17 +497,19 @@ class OpenProtocolEncoder:
         return go_json(orjson.dumps(key_obj)), value
 
     def _row_value(self, row: RowChange, plan: _TablePlan, key_only: bool) -> bytes:
-        before, after = row_images(row)
+        kind, before, after = row.kind, row.before, row.after
+        if (before is None and kind is not _INSERT) or (after is None and kind is not _DELETE):
+            row_images(row)  # raises, naming the missing image
         opts = self.options
-        if key_only or (row.kind is RowKind.DELETE and opts.delete_only_output_handle_key_columns):
+        if key_only or (kind is _DELETE and opts.delete_only_output_handle_key_columns):
             before = handle_key_image(row, before) if before is not None else None
             after = handle_key_image(row, after) if after is not None else None
             if not (before or after):
                 raise EncodeError(f"{row.schema.qualified_name} has no handle-key columns")
-        if row.kind is RowKind.DELETE:
+        if kind is _DELETE:
             return b'{"d":' + _columns_json(plan, before) + b"}"
         value = b'{"u":' + _columns_json(plan, after)
-        if row.kind is RowKind.UPDATE and opts.output_old_value and before is not None:
+        if kind is _UPDATE and opts.output_old_value and before is not None:
             old = before
             if opts.only_output_updated_columns:
                 old = changed_columns(before, after or {})
@@ -607,13 +610,13 @@ class _Batch:
         self.size = 8 + RECORD_OVERHEAD
         self.database = self.table = ""
 
-    def add(self, key: bytes, value: bytes, row: RowChange) -> None:
+    def add(self, key: bytes, value: bytes, size: int, row: RowChange) -> None:
         if not self.rows:
             self.database, self.table = row.schema.database, row.schema.table
         self.keys.append(key)
         self.values.append(value)
         self.rows += 1
-        self.size += 16 + len(key) + len(value)
+        self.size += size
 
     def flush_into(self, out: list[Message]) -> None:
         if not self.rows:
