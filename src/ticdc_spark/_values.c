@@ -499,25 +499,26 @@ static int out_json_utf8(Out *o, const char *s, Py_ssize_t n) {
 
 /* Bytes as the JSON string of the text whose code points they are (Latin-1). */
 static int out_json_latin1(Out *o, const unsigned char *s, Py_ssize_t n) {
+    /* room for two bytes per input byte and the quotes; only escapes need more */
     if (out_grow(o, 2 * n + 2) < 0) return -1;
-    o->p[o->len++] = '"';
+    char *p = o->p + o->len;
+    *p++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = s[i];
         if (c >= 0x80) {
-            if (out_grow(o, 2) < 0) return -1;
-            o->p[o->len++] = (char)(0xC0 | c >> 6);
-            o->p[o->len++] = (char)(0x80 | (c & 0x3F));
+            *p++ = (char)(0xC0 | c >> 6);
+            *p++ = (char)(0x80 | (c & 0x3F));
         } else if (JSON_SPECIAL[c]) {
-            char esc[6];
-            int width = json_escape((const char *)s, i, n, esc);
-            if (out_put(o, esc, width) < 0) return -1;
+            o->len = p - o->p;
+            if (out_grow(o, 6 + 2 * (n - i) + 1) < 0) return -1;
+            p = o->p + o->len;
+            p += json_escape((const char *)s, i, n, p);
         } else {
-            if (out_grow(o, 1) < 0) return -1;
-            o->p[o->len++] = (char)c;
+            *p++ = (char)c;
         }
     }
-    if (out_grow(o, 1) < 0) return -1;
-    o->p[o->len++] = '"';
+    *p++ = '"';
+    o->len = p - o->p;
     return 0;
 }
 
@@ -711,7 +712,10 @@ static int float32_reads_back(const char *text, double value) {
 static int python_float_text(double value, char code, int precision, char *text, size_t size) {
     char *r = PyOS_double_to_string(value, code, precision, 0, NULL);
     if (!r) return -1;
-    snprintf(text, size, "%s", r);
+    size_t len = strlen(r);
+    if (len >= size) len = size - 1; /* never: at most 9 digits and an exponent */
+    memcpy(text, r, len);
+    text[len] = '\0';
     PyMem_Free(r);
     return 0;
 }

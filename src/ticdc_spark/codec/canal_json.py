@@ -407,7 +407,10 @@ class CanalJSONEncoder:
         return small
 
     def _row_json(self, row: RowChange, key_only: bool, tidb_marker: bytes) -> bytes:
-        before, after = row_images(row)
+        kind, before, after = row.kind, row.before, row.after
+        if (before is None and kind is not _INSERT) or (after is None and kind is not _DELETE):
+            row_images(row)  # raises, naming the missing image
+        opts = self.options
         last = self._last
         plan = (
             last[1] if last[0] is row.schema and not key_only else self._plan(row.schema, key_only)
@@ -415,20 +418,19 @@ class CanalJSONEncoder:
         if key_only:
             before = handle_key_image(row, before) if before is not None else None
             after = handle_key_image(row, after) if after is not None else None
-        kind = row.kind
         data_image = before if kind is _DELETE else after
         data = _text_json(plan, data_image)
         old = b"null"
         if kind is _UPDATE:
             old_image = before or {}
-            if self.options.updated_old_only:
+            if opts.updated_old_only:
                 old_image = changed_columns(old_image, after or {})
             old = b"[" + _text_json(plan, old_image) + b"]"
         sql_types = plan.sql_types
         if sql_types is None:
             sql_types = _sql_types(plan, data_image or {})
         tidb = b""
-        if self.options.enable_tidb_extension:
+        if opts.enable_tidb_extension:
             tidb = b',"_tidb":{"commitTs":%d%s}' % (row.commit_ts, tidb_marker)
         return _ROW_MESSAGE % (
             plan.prefix,
