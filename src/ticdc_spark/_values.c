@@ -871,63 +871,165 @@ static PyObject *format_value(int kind, int fsp, PyObject *v, PyObject *fallback
      columns: tuple of (JSON key with its colon, name, kind, fsp, formatter), in output order
      image:   column name -> canonical value; absent columns are left out
    The JSON object {"name":"text"|null,...} of the image, as Canal-JSON's data/old rows. */
-static PyObject *text_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "text_object(columns, image)");
-        return NULL;
+/* Where each column's value text went in an Out, so that an UPDATE's `old` can copy the
+   text of the columns it shares (the very same object) with `data` instead of formatting
+   them again. */
+typedef struct {
+    PyObject *image; /* the image written (borrowed) */
+    Out *out;
+    Py_ssize_t *start, *len; /* per column; len -1 when the image lacks it */
+} Spans;
+
+/* One column's value of a text object: null, the twin's text of the same object, or its
+   formatted text as a JSON string. */
+static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
+                          const Spans *twin) {
+    if (value == Py_None) return out_put(o, "null", 4);
+    if (twin && twin->len[i] >= 0) {
+        PyObject *same = PyDict_GetItemWithError(twin->image, PyTuple_GET_ITEM(spec, 1));
+        if (same == value) return out_put(o, twin->out->p + twin->start[i], twin->len[i]);
+        if (!same && PyErr_Occurred()) return -1;
     }
-    PyObject *columns = args[0], *image = args[1];
-    Out o = {NULL, 0, 0};
-    if (out_put(&o, "{", 1) < 0) return NULL;
+    long kind = PyLong_AsLong(PyTuple_GET_ITEM(spec, 2));
+    if (kind == K_LATIN1 && PyBytes_CheckExact(value))
+        return out_json_latin1(o, (const unsigned char *)PyBytes_AS_STRING(value),
+                               PyBytes_GET_SIZE(value));
+    if (kind == K_STR && PyLong_CheckExact(value)) { /* str() of an int, as a string */
+        int overflow;
+        PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (!overflow && !PyErr_Occurred()) return out_int(o, value, 1);
+        PyErr_Clear();
+    }
+    PyObject *text = format_value((int)kind, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)),
+                                  value, PyTuple_GET_ITEM(spec, 4));
+    int failed = !text || out_json_str(o, text) < 0;
+    Py_XDECREF(text);
+    return failed ? -1 : 0;
+}
+
+/* Writes the JSON object of an image's text (see text_object); 0, or -1 to give up.
+   `record` (or NULL) receives where each value went; `twin` (or NULL) is a recorded image
+   whose texts are copied for the values it holds too. */
+static int out_text_object(Out *o, PyObject *columns, PyObject *image, Spans *record,
+                           const Spans *twin) {
+    if (!PyTuple_Check(columns) || !PyDict_Check(image) || out_put(o, "{", 1) < 0) return -1;
     int first = 1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
+        if (record) record->len[i] = -1;
         PyObject *spec = PyTuple_GET_ITEM(columns, i);
         if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 5 ||
             !PyBytes_Check(PyTuple_GET_ITEM(spec, 0)))
-            goto fail;
+            return -1;
         PyObject *value = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(spec, 1));
         if (!value) {
-            if (PyErr_Occurred()) goto fail;
+            if (PyErr_Occurred()) return -1;
             continue;
         }
         PyObject *key = PyTuple_GET_ITEM(spec, 0);
-        if ((!first && out_put(&o, ",", 1) < 0) ||
-            out_put(&o, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) < 0)
-            goto fail;
+        if ((!first && out_put(o, ",", 1) < 0) ||
+            out_put(o, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) < 0)
+            return -1;
         first = 0;
-        if (value == Py_None) {
-            if (out_put(&o, "null", 4) < 0) goto fail;
-            continue;
-        }
-        long kind = PyLong_AsLong(PyTuple_GET_ITEM(spec, 2));
-        if (kind == K_LATIN1 && PyBytes_CheckExact(value)) {
-            if (out_json_latin1(&o, (const unsigned char *)PyBytes_AS_STRING(value),
-                                PyBytes_GET_SIZE(value)) < 0)
-                goto fail;
-            continue;
-        }
-        if (kind == K_STR && PyLong_CheckExact(value)) { /* str() of an int, as a string */
-            int overflow;
-            PyLong_AsLongLongAndOverflow(value, &overflow);
-            if (!overflow && !PyErr_Occurred()) {
-                if (out_int(&o, value, 1) < 0) goto fail;
-                continue;
-            }
-            PyErr_Clear();
-        }
-        PyObject *text = format_value((int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
-                                      (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
-                                      PyTuple_GET_ITEM(spec, 4));
-        int failed = !text || out_json_str(&o, text) < 0;
-        Py_XDECREF(text);
-        if (failed) goto fail;
+        Py_ssize_t start = o->len;
+        if (out_value_text(o, spec, value, i, twin) < 0) return -1;
+        if (record) record->start[i] = start, record->len[i] = o->len - start;
+    }
+    return out_put(o, "}", 1);
+}
+
+static PyObject *out_bytes(Out *o) {
+    PyObject *result = PyBytes_FromStringAndSize(o->p, o->len);
+    PyMem_Free(o->p);
+    return result;
+}
+
+static PyObject *text_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "text_object(columns, image)");
+        return NULL;
+    }
+    Out o = {NULL, 0, 0};
+    if (out_text_object(&o, args[0], args[1], NULL, NULL) < 0) {
+        PyMem_Free(o.p);
+        return defer();
+    }
+    return out_bytes(&o);
+}
+
+/* canal_row(layout, row, now_ms, sql_types, with_tidb) -> bytes | None
+     layout:    (columns as text_object takes them, the message up to the type's text,
+                 the mysqlType JSON, RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE)
+     row:       a RowChange with full images; now_ms: the "ts" field; sql_types: its JSON
+   A whole Canal-JSON row message with a full `old` and no handle-key or claim-check marks
+   (the encoder writes the others); None for anything else, and the encoder writes it. */
+static PyObject *str_kind, *str_before, *str_after, *str_commit_ts;
+
+static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 6 ||
+        !PyBytes_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "canal_row(layout, row, now_ms, sql_types, with_tidb)");
+        return NULL;
+    }
+    PyObject *layout = args[0], *row = args[1], *sql_types = args[3];
+    PyObject *prefix = PyTuple_GET_ITEM(layout, 1), *mysql_types = PyTuple_GET_ITEM(layout, 2);
+    long long now_ms = PyLong_AsLongLong(args[2]);
+    int with_tidb = PyObject_IsTrue(args[4]);
+    if ((now_ms == -1 && PyErr_Occurred()) || with_tidb < 0 || !PyBytes_Check(prefix) ||
+        !PyBytes_Check(mysql_types))
+        return defer();
+    PyObject *kind = PyObject_GetAttr(row, str_kind);
+    PyObject *before = PyObject_GetAttr(row, str_before);
+    PyObject *after = PyObject_GetAttr(row, str_after);
+    PyObject *ts = PyObject_GetAttr(row, str_commit_ts);
+    Out o = {NULL, 0, 0}, d = {NULL, 0, 0}; /* the message, and its data row */
+    Py_ssize_t *spans = NULL;
+    PyObject *columns = PyTuple_GET_ITEM(layout, 0);
+    const char *text;
+    PyObject *data;
+    if (!kind || !before || !after || !ts || !PyLong_CheckExact(ts)) goto fail;
+    unsigned long long commit_ts = PyLong_AsUnsignedLongLong(ts);
+    if (commit_ts == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
+    if (kind == PyTuple_GET_ITEM(layout, 3)) text = "INSERT", data = after;
+    else if (kind == PyTuple_GET_ITEM(layout, 4)) text = "UPDATE", data = after;
+    else if (kind == PyTuple_GET_ITEM(layout, 5)) text = "DELETE", data = before;
+    else goto fail;
+    char number[64];
+    if (out_put(&o, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix)) < 0 ||
+        out_put(&o, text, 6) < 0)
+        goto fail;
+    int n = snprintf(number, sizeof number, "\",\"es\":%llu,\"ts\":%lld", commit_ts >> 18, now_ms);
+    if (out_put(&o, number, n) < 0 || out_put(&o, ",\"sql\":\"\",\"sqlType\":", 20) < 0 ||
+        out_put(&o, PyBytes_AS_STRING(sql_types), PyBytes_GET_SIZE(sql_types)) < 0 ||
+        out_put(&o, ",\"mysqlType\":", 13) < 0 ||
+        out_put(&o, PyBytes_AS_STRING(mysql_types), PyBytes_GET_SIZE(mysql_types)) < 0 ||
+        out_put(&o, ",\"old\":", 7) < 0)
+        goto fail;
+    if (text[0] == 'U') { /* data first, so that old copies the texts they share */
+        if (!PyTuple_Check(columns)) goto fail;
+        Py_ssize_t count = PyTuple_GET_SIZE(columns);
+        spans = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (count ? count : 1));
+        if (!spans) goto fail;
+        Spans written = {after, &d, spans, spans + count};
+        if (out_text_object(&d, columns, after, &written, NULL) < 0 || out_put(&o, "[", 1) < 0 ||
+            out_text_object(&o, columns, before, NULL, &written) < 0 || out_put(&o, "]", 1) < 0)
+            goto fail;
+    } else if (out_put(&o, "null", 4) < 0 || out_text_object(&d, columns, data, NULL, NULL) < 0) {
+        goto fail;
+    }
+    if (out_put(&o, ",\"data\":[", 9) < 0 || out_put(&o, d.p, d.len) < 0 ||
+        out_put(&o, "]", 1) < 0)
+        goto fail;
+    if (with_tidb) {
+        n = snprintf(number, sizeof number, ",\"_tidb\":{\"commitTs\":%llu}", commit_ts);
+        if (out_put(&o, number, n) < 0) goto fail;
     }
     if (out_put(&o, "}", 1) < 0) goto fail;
-    PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
-    PyMem_Free(o.p);
-    return result;
+    Py_DECREF(kind), Py_DECREF(before), Py_DECREF(after), Py_DECREF(ts);
+    PyMem_Free(d.p), PyMem_Free(spans);
+    return out_bytes(&o);
 fail:
-    PyMem_Free(o.p);
+    Py_XDECREF(kind), Py_XDECREF(before), Py_XDECREF(after), Py_XDECREF(ts);
+    PyMem_Free(o.p), PyMem_Free(d.p), PyMem_Free(spans);
     return defer();
 }
 
@@ -1142,6 +1244,8 @@ static PyMethodDef methods[] = {
      "A row image as Open Protocol's column objects, or None to use Python."},
     {"exceeding", (PyCFunction)(void (*)(void))exceeding, METH_FASTCALL,
      "A bit per (name, largest) limit the image's int value is above."},
+    {"canal_row", (PyCFunction)(void (*)(void))canal_row, METH_FASTCALL,
+     "A whole Canal-JSON row message, or None to use Python."},
     {"first_fsps", (PyCFunction)(void (*)(void))first_fsps, METH_FASTCALL,
      "Per name, the fractional-second digits of the first image's text, or -1."},
     {NULL, NULL, 0, NULL},
@@ -1170,6 +1274,12 @@ PyMODINIT_FUNC PyInit__values(void) {
     str_h = PyUnicode_InternFromString("h");
     str_v = PyUnicode_InternFromString("v");
     str_f_format = PyUnicode_InternFromString("f");
-    if (!str_t || !str_f || !str_h || !str_v || !str_f_format) return NULL;
+    str_kind = PyUnicode_InternFromString("kind");
+    str_before = PyUnicode_InternFromString("before");
+    str_after = PyUnicode_InternFromString("after");
+    str_commit_ts = PyUnicode_InternFromString("commit_ts");
+    if (!str_t || !str_f || !str_h || !str_v || !str_f_format || !str_kind || !str_before ||
+        !str_after || !str_commit_ts)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -336,6 +336,7 @@ class _EncodePlan:
     mysql_types: bytes
     # columns for compiled_values.text_object: (JSON key and colon, name, kind, fsp, formatter)
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
+    layout: tuple[Any, ...]  # what compiled_values.canal_row needs of the plan
     promoted_text: dict[int, bytes] = field(default_factory=dict)  # by promotion bits
 
 
@@ -415,6 +416,20 @@ class CanalJSONEncoder:
         plan = (
             last[1] if last[0] is row.schema and not key_only else self._plan(row.schema, key_only)
         )
+        if (
+            compiled_values is not None
+            and not key_only
+            and not tidb_marker
+            and not opts.updated_old_only
+        ):  # the common row, written whole by the compiled loop
+            sql_types = plan.sql_types
+            if sql_types is None:
+                sql_types = _sql_types(plan, (before if kind is _DELETE else after) or {})
+            message = compiled_values.canal_row(
+                plan.layout, row, self.clock(), sql_types, opts.enable_tidb_extension
+            )
+            if message is not None:
+                return message  # type: ignore[no-any-return]
         if key_only:
             before = handle_key_image(row, before) if before is not None else None
             after = handle_key_image(row, after) if after is not None else None
@@ -555,6 +570,7 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
         promotions,
         mysql_types,
         compiled,
+        (compiled, prefix, mysql_types, _INSERT, _UPDATE, _DELETE),
     )
 
 
