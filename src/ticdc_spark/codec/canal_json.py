@@ -353,6 +353,13 @@ class CanalJSONEncoder:
         self._plans: dict[tuple[int, bool], tuple[TableSchema, _EncodePlan]] = {}
         # the last full-row plan used: a run of one table's rows needs no cache lookup
         self._last: tuple[TableSchema | None, Any] = (None, None)
+        # rows the compiled writer can take whole: a full old, every column of a DELETE, no
+        # compression (the Python path writes the others)
+        self._whole_rows = not (
+            self.options.updated_old_only
+            or self.options.delete_only_output_handle_key_columns
+            or self.options.large_message_handle_compression != "none"
+        )
         self._storage = (
             ClaimCheckStorage(self.options.claim_check_storage_uri)
             if self.options.large_message_handle_option == "claim-check"
@@ -377,14 +384,28 @@ class CanalJSONEncoder:
 
     def _row_message(self, row: RowChange) -> Message:
         opts = self.options
-        key_only = row.kind is _DELETE and opts.delete_only_output_handle_key_columns
-        value = self._row_json(row, key_only, b"")
-        if opts.large_message_handle_compression != "none":
-            value = compress(value, opts.large_message_handle_compression)
+        schema = row.schema
+        value = None
+        if self._whole_rows and compiled_values is not None:  # the compiled writer
+            last_schema, plan = self._last
+            if last_schema is not schema:
+                plan = self._plan(schema, False)
+            sql_types = plan.sql_types
+            if sql_types is None:
+                sql_types = _sql_types(
+                    plan, (row.before if row.kind is _DELETE else row.after) or {}
+                )
+            value = compiled_values.canal_row(
+                plan.layout, row, self.clock(), sql_types, opts.enable_tidb_extension
+            )
+        if value is None:  # other options, or a row the compiled writer leaves to Python
+            key_only = row.kind is _DELETE and opts.delete_only_output_handle_key_columns
+            value = self._row_json(row, key_only, b"")
+            if opts.large_message_handle_compression != "none":
+                value = compress(value, opts.large_message_handle_compression)
         if len(value) + RECORD_OVERHEAD > opts.max_message_bytes:
             value = self._large_row(row, value)
-        schema = row.schema
-        return Message(None, value, Route.DISPATCH, schema.database, schema.table, rows=1)
+        return Message(None, value, _DISPATCH, schema.database, schema.table, rows=1)
 
     def _large_row(self, row: RowChange, value: bytes) -> bytes:
         opts = self.options
@@ -412,24 +433,7 @@ class CanalJSONEncoder:
         if (before is None and kind is not _INSERT) or (after is None and kind is not _DELETE):
             row_images(row)  # raises, naming the missing image
         opts = self.options
-        last = self._last
-        plan = (
-            last[1] if last[0] is row.schema and not key_only else self._plan(row.schema, key_only)
-        )
-        if (
-            compiled_values is not None
-            and not key_only
-            and not tidb_marker
-            and not opts.updated_old_only
-        ):  # the common row, written whole by the compiled loop
-            sql_types = plan.sql_types
-            if sql_types is None:
-                sql_types = _sql_types(plan, (before if kind is _DELETE else after) or {})
-            message = compiled_values.canal_row(
-                plan.layout, row, self.clock(), sql_types, opts.enable_tidb_extension
-            )
-            if message is not None:
-                return message  # type: ignore[no-any-return]
+        plan = self._plan(row.schema, key_only)
         if key_only:
             before = handle_key_image(row, before) if before is not None else None
             after = handle_key_image(row, after) if after is not None else None
@@ -501,6 +505,7 @@ class CanalJSONEncoder:
 # A row message after the plan's prefix ({"id":0,..,"type":"); the _tidb object last.
 _ROW_MESSAGE = b'%s%s","es":%d,"ts":%d,"sql":"","sqlType":%s,"mysqlType":%s,"old":%s,"data":[%s]%s}'
 _INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE  # no enum lookups
+_DISPATCH = Route.DISPATCH
 
 
 def _now_ms() -> int:
