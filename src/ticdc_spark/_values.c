@@ -657,7 +657,8 @@ static int trimmed(const char *text, int n) {
     return text[n - 1] == '.' ? n - 1 : n;
 }
 
-static PyObject *text_of_time(PyObject *v, int fsp) {
+/* MySQL's TIME text of a timedelta into out (64 bytes); its length. */
+static int time_chars(PyObject *v, int fsp, char *out) {
     long long seconds = (long long)PyDateTime_DELTA_GET_DAYS(v) * 86400 +
                         PyDateTime_DELTA_GET_SECONDS(v);
     long long us = PyDateTime_DELTA_GET_MICROSECONDS(v);
@@ -671,7 +672,7 @@ static PyObject *text_of_time(PyObject *v, int fsp) {
             seconds = -seconds;
         }
     }
-    char buf[64], frac[8];
+    char *buf = out, frac[8];
     int n = 0;
     long long hours = seconds / 3600;
     if (*sign) buf[n++] = '-';
@@ -679,7 +680,7 @@ static PyObject *text_of_time(PyObject *v, int fsp) {
         put_digits(buf + n, (int)hours, 2);
         n += 2;
     } else {
-        n += snprintf(buf + n, sizeof buf - n, "%lld", hours);
+        n += snprintf(buf + n, 32, "%lld", hours); /* at most 12 digits */
     }
     buf[n++] = ':';
     put_digits(buf + n, (int)(seconds / 60 % 60), 2);
@@ -693,7 +694,7 @@ static PyObject *text_of_time(PyObject *v, int fsp) {
         memcpy(buf + n, frac, digits);
         n += digits;
     }
-    return PyUnicode_FromStringAndSize(buf, fsp < 0 ? trimmed(buf, n) : n);
+    return fsp < 0 ? trimmed(buf, n) : n;
 }
 
 /* Float text as TiCDC prints FLOAT and DOUBLE (Go's strconv.FormatFloat(v, 'f', -1, bits)),
@@ -727,13 +728,14 @@ static int shortest_digits(double value, int bits, char *digits, int *exponent) 
     } else {
         if (python_float_text(value, 'e', 5, text, sizeof text) < 0) return -1;
         if (!float32_reads_back(text, value)) {
+            /* the bisection of types._shortest_float32_text over 7..9 digits; its default,
+               nine digits, is always the last candidate tried when no shorter one reads back */
             int low = 6, high = 8;
             char candidate[64];
-            if (python_float_text(value, 'e', 8, text, sizeof text) < 0) return -1;
             while (low <= high) {
                 int mid = (low + high) / 2;
                 if (python_float_text(value, 'e', mid, candidate, sizeof candidate) < 0) return -1;
-                if (float32_reads_back(candidate, value)) {
+                if (float32_reads_back(candidate, value) || mid == 8) {
                     memcpy(text, candidate, sizeof text);
                     high = mid - 1;
                 } else {
@@ -758,30 +760,32 @@ static int shortest_digits(double value, int bits, char *digits, int *exponent) 
     return n;
 }
 
-static PyObject *float_text(double value, int bits) {
-    char buf[800], digits[40];
+/* The text of a float into buf (800 bytes: 5e-324 has 324 zeros after the point); its
+   length, or -1 with an exception. */
+static int float_chars(double value, int bits, char *buf) {
+    char digits[40];
     if (bits == 64 && isfinite(value) && value != 0) {
         char *r = PyOS_double_to_string(value, 'r', 0, 0, NULL);
-        if (!r) return NULL;
+        if (!r) return -1;
         size_t len = strlen(r);
-        if (!strchr(r, 'e')) { /* repr is positional: cut a ".0" */
+        int positional = !strchr(r, 'e');
+        if (positional) { /* repr is positional: cut a ".0" */
             if (len >= 2 && r[len - 2] == '.' && r[len - 1] == '0') len -= 2;
-            PyObject *out = PyUnicode_FromStringAndSize(r, (Py_ssize_t)len);
-            PyMem_Free(r);
-            return out;
+            memcpy(buf, r, len);
         }
         PyMem_Free(r);
+        if (positional) return (int)len;
     }
-    if (isnan(value)) return PyUnicode_FromString("NaN");
-    if (isinf(value)) return PyUnicode_FromString(value > 0 ? "+Inf" : "-Inf");
+    if (isnan(value)) return memcpy(buf, "NaN", 3), 3;
+    if (isinf(value)) return memcpy(buf, value > 0 ? "+Inf" : "-Inf", 4), 4;
     int n = 0;
     if (signbit(value)) buf[n++] = '-';
     if (value == 0) {
         buf[n++] = '0';
-        return PyUnicode_FromStringAndSize(buf, n);
+        return n;
     }
     int exponent, count = shortest_digits(fabs(value), bits, digits, &exponent);
-    if (count < 0) return NULL;
+    if (count < 0) return -1;
     int point = exponent + 1; /* digits before the decimal point */
     if (point <= 0) {
         buf[n++] = '0', buf[n++] = '.';
@@ -795,7 +799,7 @@ static PyObject *float_text(double value, int bits) {
         buf[n++] = '.';
         memcpy(buf + n, digits + point, count - point), n += count - point;
     }
-    return PyUnicode_FromStringAndSize(buf, n);
+    return n;
 }
 
 static PyObject *str_f_format;
@@ -808,18 +812,38 @@ static void put_date(char *p, PyObject *v) { /* YYYY-MM-DD; years are 1..9999 */
     put_digits(p + 8, PyDateTime_GET_DAY(v), 2);
 }
 
-/* The text of a canonical value: a new reference to a str, or NULL with an exception. */
-static PyObject *format_value(int kind, int fsp, PyObject *v, PyObject *fallback) {
-    char buf[40];
+/* A short ASCII text that needs no JSON escaping, as a JSON string. */
+static int out_quoted_ascii(Out *o, const char *text, Py_ssize_t n) {
+    if (out_grow(o, n + 2) < 0) return -1;
+    o->p[o->len++] = '"';
+    memcpy(o->p + o->len, text, n);
+    o->len += n;
+    o->p[o->len++] = '"';
+    return 0;
+}
+
+/* The text of a canonical value, written as a JSON string; 0, or -1 with an exception. */
+static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallback) {
+    char buf[800];
+    int n;
     switch (kind) {
     case K_STR:
-        if (PyUnicode_CheckExact(v)) return Py_NewRef(v);
-        if (PyLong_CheckExact(v)) return PyObject_Str(v);
+        if (PyUnicode_CheckExact(v)) return out_json_str(o, v);
+        if (PyLong_CheckExact(v)) {
+            int overflow;
+            PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (!overflow && !PyErr_Occurred()) return out_int(o, v, 1);
+            PyErr_Clear();
+            PyObject *text = PyObject_Str(v);
+            int r = text ? out_json_str(o, text) : -1;
+            Py_XDECREF(text);
+            return r;
+        }
         break;
     case K_DATE:
         if (!PyDate_CheckExact(v)) break;
         put_date(buf, v);
-        return PyUnicode_FromStringAndSize(buf, 10);
+        return out_quoted_ascii(o, buf, 10);
     case K_DATETIME:
         if (!PyDateTime_CheckExact(v) || fsp > 6) break;
         put_date(buf, v);
@@ -831,30 +855,39 @@ static PyObject *format_value(int kind, int fsp, PyObject *v, PyObject *fallback
         put_digits(buf + 17, PyDateTime_DATE_GET_SECOND(v), 2);
         buf[19] = '.';
         put_digits(buf + 20, PyDateTime_DATE_GET_MICROSECOND(v), 6);
-        return PyUnicode_FromStringAndSize(buf, fsp < 0 ? trimmed(buf, 26) : fsp ? 20 + fsp : 19);
+        return out_quoted_ascii(o, buf, fsp < 0 ? trimmed(buf, 26) : fsp ? 20 + fsp : 19);
     case K_TIME:
         if (!PyDelta_CheckExact(v) || fsp > 6) break;
-        return text_of_time(v, fsp);
+        return out_quoted_ascii(o, buf, time_chars(v, fsp, buf));
     case K_LATIN1:
         if (!PyBytes_CheckExact(v)) break;
-        return PyUnicode_DecodeLatin1(PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), NULL);
+        return out_json_latin1(o, (const unsigned char *)PyBytes_AS_STRING(v),
+                               PyBytes_GET_SIZE(v));
     case K_DECIMAL: {
         if (Py_TYPE(v) != (PyTypeObject *)DecimalType) break;
         /* str() is format(v, "f") unless it chose scientific notation (it has an E then),
-           and is three times faster */
+           and is three times faster; its characters need no escaping */
         PyObject *text = PyObject_Str(v);
-        if (!text || !PyUnicode_IS_ASCII(text) ||
-            !memchr(PyUnicode_DATA(text), 'E', PyUnicode_GET_LENGTH(text)))
-            return text;
-        Py_DECREF(text);
-        return PyObject_Format(v, str_f_format);
+        if (text && PyUnicode_IS_ASCII(text) &&
+            !memchr(PyUnicode_DATA(text), 'E', PyUnicode_GET_LENGTH(text))) {
+            int r = out_quoted_ascii(o, PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text));
+            Py_DECREF(text);
+            return r;
+        }
+        Py_XDECREF(text);
+        if (!text) return -1;
+        text = PyObject_Format(v, str_f_format);
+        int r = text ? out_json_str(o, text) : -1;
+        Py_XDECREF(text);
+        return r;
     }
     case K_FLOAT32:
     case K_DOUBLE:
         /* float32 text of a value float32 cannot hold: the Python formatter raises */
         if (!PyFloat_CheckExact(v) || (kind == K_FLOAT32 && !(fabs(PyFloat_AS_DOUBLE(v)) <= FLT_MAX)))
             break;
-        return float_text(PyFloat_AS_DOUBLE(v), kind == K_FLOAT32 ? 32 : 64);
+        n = float_chars(PyFloat_AS_DOUBLE(v), kind == K_FLOAT32 ? 32 : 64, buf);
+        return n < 0 ? -1 : out_quoted_ascii(o, buf, n);
     default:
         break;
     }
@@ -862,9 +895,11 @@ static PyObject *format_value(int kind, int fsp, PyObject *v, PyObject *fallback
     if (text && !PyUnicode_CheckExact(text)) {
         Py_DECREF(text);
         PyErr_SetString(PyExc_TypeError, "a formatter returned something other than a str");
-        return NULL;
+        return -1;
     }
-    return text;
+    int r = text ? out_json_str(o, text) : -1;
+    Py_XDECREF(text);
+    return r;
 }
 
 /* text_object(columns, image) -> bytes | None
@@ -890,21 +925,9 @@ static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
         if (same == value) return out_put(o, twin->out->p + twin->start[i], twin->len[i]);
         if (!same && PyErr_Occurred()) return -1;
     }
-    long kind = PyLong_AsLong(PyTuple_GET_ITEM(spec, 2));
-    if (kind == K_LATIN1 && PyBytes_CheckExact(value))
-        return out_json_latin1(o, (const unsigned char *)PyBytes_AS_STRING(value),
-                               PyBytes_GET_SIZE(value));
-    if (kind == K_STR && PyLong_CheckExact(value)) { /* str() of an int, as a string */
-        int overflow;
-        PyLong_AsLongLongAndOverflow(value, &overflow);
-        if (!overflow && !PyErr_Occurred()) return out_int(o, value, 1);
-        PyErr_Clear();
-    }
-    PyObject *text = format_value((int)kind, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)),
-                                  value, PyTuple_GET_ITEM(spec, 4));
-    int failed = !text || out_json_str(o, text) < 0;
-    Py_XDECREF(text);
-    return failed ? -1 : 0;
+    return out_formatted(o, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
+                         (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
+                         PyTuple_GET_ITEM(spec, 4));
 }
 
 /* Writes the JSON object of an image's text (see text_object); 0, or -1 to give up.
@@ -1042,7 +1065,7 @@ fail:
      K_BASE64     bytes as base64;  K_BASE64_TEXT: a str's UTF-8 as base64
      K_GO_QUOTED  bytes as Go's strconv.Quote text (printable ASCII as is, else the encoder)
      K_FLOAT32, K_DOUBLE  a finite float as Go's encoding/json writes it
-     other kinds  the text format_value gives, as a string */
+     other kinds  the text out_formatted writes, as a string */
 static int printable_ascii(const char *s, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i++)
         if (s[i] < 0x20 || s[i] > 0x7e || s[i] == '"' || s[i] == '\\') return 0;
@@ -1084,13 +1107,9 @@ static int out_json_value(Out *o, int kind, int fsp, PyObject *v, PyObject *enco
         int bits = kind == K_FLOAT32 ? 32 : 64;
         if (!isfinite(d) || (bits == 32 && m > FLT_MAX)) return -1;
         if (m == 0 || (m >= 1e-6 && m < 1e21)) { /* the 'f' form */
-            PyObject *text = float_text(d, bits);
-            if (!text) return -1;
-            Py_ssize_t size;
-            const char *t = PyUnicode_AsUTF8AndSize(text, &size);
-            int r = t ? out_put(o, t, size) : -1;
-            Py_DECREF(text);
-            return r;
+            char buf[800];
+            n = float_chars(d, bits, buf);
+            return n < 0 ? -1 : out_put(o, buf, n);
         }
         /* the 'e' form, with Go's exponent: at least two digits, but e-7 not e-07 */
         char digits[40], text[64];
@@ -1109,10 +1128,7 @@ static int out_json_value(Out *o, int kind, int fsp, PyObject *v, PyObject *enco
     default:
         break;
     }
-    PyObject *text = format_value(kind, fsp, v, encoder);
-    int r = text ? out_json_str(o, text) : -1;
-    Py_XDECREF(text);
-    return r;
+    return out_formatted(o, kind, fsp, v, encoder);
 }
 
 static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
