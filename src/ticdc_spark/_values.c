@@ -27,6 +27,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* The kinds; ticdc_spark/codec/compiled.py holds the same numbers. */
 enum {
@@ -979,24 +980,75 @@ static PyObject *text_object(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out_bytes(&o);
 }
 
-/* canal_row(layout, row, now_ms, sql_types, with_tidb) -> bytes | None
+/* exceeding(limits, image) -> int
+     limits: tuple of (name, largest, ...); bit i of the result is set when the image holds an
+     int (exactly) above limit i's largest: Canal-JSON's sqlType promotes such unsigned
+     integers to the next wider type. */
+static int exceeding_bits(PyObject *limits, PyObject *image, unsigned long long *bits) {
+    *bits = 0;
+    Py_ssize_t count = PyTuple_GET_SIZE(limits);
+    if (count > 64) {
+        PyErr_SetString(PyExc_ValueError, "at most 64 limits");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *limit = PyTuple_GET_ITEM(limits, i);
+        if (!PyTuple_Check(limit) || PyTuple_GET_SIZE(limit) < 2) {
+            PyErr_SetString(PyExc_TypeError, "a limit is a (name, largest, ...) tuple");
+            return -1;
+        }
+        PyObject *value = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(limit, 0));
+        if (!value) {
+            if (PyErr_Occurred()) return -1;
+            continue;
+        }
+        if (!PyLong_CheckExact(value)) continue;
+        int over = PyObject_RichCompareBool(value, PyTuple_GET_ITEM(limit, 1), Py_GT);
+        if (over < 0) return -1;
+        if (over) *bits |= 1ULL << i;
+    }
+    return 0;
+}
+
+static PyObject *exceeding(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "exceeding(limits, image)");
+        return NULL;
+    }
+    unsigned long long bits;
+    if (exceeding_bits(args[0], args[1], &bits) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(bits);
+}
+
+/* canal_row(layout, row, now_ms, with_tidb) -> bytes | None
      layout:    (columns as text_object takes them, the message up to the type's text,
-                 the mysqlType JSON, RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE)
-     row:       a RowChange with full images; now_ms: the "ts" field; sql_types: its JSON
+                 the mysqlType JSON, RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE,
+                 the sqlType JSON or None when it depends on the row, the promotion limits
+                 (see exceeding), and the sqlType JSON by promotion bits seen so far)
+     row:       a RowChange with full images
+     now_ms:    the "ts" field, or None for the wall clock now
    A whole Canal-JSON row message with a full `old` and no handle-key or claim-check marks
-   (the encoder writes the others); None for anything else, and the encoder writes it. */
+   (the encoder writes the others); None for anything else, or for an sqlType not yet seen,
+   and the encoder writes it. */
 static PyObject *str_kind, *str_before, *str_after, *str_commit_ts;
 
 static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 6 ||
-        !PyBytes_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "canal_row(layout, row, now_ms, sql_types, with_tidb)");
+    if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 9) {
+        PyErr_SetString(PyExc_TypeError, "canal_row(layout, row, now_ms, with_tidb)");
         return NULL;
     }
-    PyObject *layout = args[0], *row = args[1], *sql_types = args[3];
+    PyObject *layout = args[0], *row = args[1];
     PyObject *prefix = PyTuple_GET_ITEM(layout, 1), *mysql_types = PyTuple_GET_ITEM(layout, 2);
-    long long now_ms = PyLong_AsLongLong(args[2]);
-    int with_tidb = PyObject_IsTrue(args[4]);
+    PyObject *sql_types = PyTuple_GET_ITEM(layout, 6);
+    long long now_ms;
+    if (args[2] == Py_None) { /* as time.time_ns() // 1_000_000 */
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    } else {
+        now_ms = PyLong_AsLongLong(args[2]);
+    }
+    int with_tidb = PyObject_IsTrue(args[3]);
     if ((now_ms == -1 && PyErr_Occurred()) || with_tidb < 0 || !PyBytes_Check(prefix) ||
         !PyBytes_Check(mysql_types))
         return defer();
@@ -1016,6 +1068,18 @@ static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nar
     else if (kind == PyTuple_GET_ITEM(layout, 4)) text = "UPDATE", data = after;
     else if (kind == PyTuple_GET_ITEM(layout, 5)) text = "DELETE", data = before;
     else goto fail;
+    if (sql_types == Py_None) { /* unsigned integers promoted by the values of this row */
+        unsigned long long bits;
+        PyObject *limits = PyTuple_GET_ITEM(layout, 7), *seen = PyTuple_GET_ITEM(layout, 8);
+        if (!PyTuple_Check(limits) || !PyDict_Check(seen) || !PyDict_Check(data) ||
+            exceeding_bits(limits, data, &bits) < 0)
+            goto fail;
+        PyObject *key = PyLong_FromUnsignedLongLong(bits);
+        sql_types = key ? PyDict_GetItemWithError(seen, key) : NULL;
+        Py_XDECREF(key);
+        if (!sql_types) goto fail; /* not seen yet: the encoder works it out */
+    }
+    if (!PyBytes_Check(sql_types)) goto fail;
     char number[64];
     if (out_put(&o, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix)) < 0 ||
         out_put(&o, text, 6) < 0)
@@ -1169,41 +1233,6 @@ static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t
 fail:
     PyMem_Free(o.p);
     return defer();
-}
-
-/* exceeding(limits, image) -> int
-     limits: tuple of (name, largest, ...); bit i of the result is set when the image holds an
-     int (exactly) above limit i's largest: Canal-JSON's sqlType promotes such unsigned
-     integers to the next wider type. */
-static PyObject *exceeding(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyTuple_Check(args[0]) || !PyDict_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "exceeding(limits, image)");
-        return NULL;
-    }
-    PyObject *limits = args[0], *image = args[1];
-    unsigned long long bits = 0;
-    Py_ssize_t count = PyTuple_GET_SIZE(limits);
-    if (count > 64) {
-        PyErr_SetString(PyExc_ValueError, "at most 64 limits");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *limit = PyTuple_GET_ITEM(limits, i);
-        if (!PyTuple_Check(limit) || PyTuple_GET_SIZE(limit) < 2) {
-            PyErr_SetString(PyExc_TypeError, "a limit is a (name, largest, ...) tuple");
-            return NULL;
-        }
-        PyObject *value = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(limit, 0));
-        if (!value) {
-            if (PyErr_Occurred()) return NULL;
-            continue;
-        }
-        if (!PyLong_CheckExact(value)) continue;
-        int over = PyObject_RichCompareBool(value, PyTuple_GET_ITEM(limit, 1), Py_GT);
-        if (over < 0) return NULL;
-        if (over) bits |= 1ULL << i;
-    }
-    return PyLong_FromUnsignedLongLong(bits);
 }
 
 /* ---- fractional-second digits -------------------------------------------------------------

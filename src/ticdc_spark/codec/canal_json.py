@@ -24,7 +24,7 @@ import binascii
 import operator
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import orjson
@@ -337,7 +337,7 @@ class _EncodePlan:
     # columns for compiled_values.text_object: (JSON key and colon, name, kind, fsp, formatter)
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
     layout: tuple[Any, ...]  # what compiled_values.canal_row needs of the plan
-    promoted_text: dict[int, bytes] = field(default_factory=dict)  # by promotion bits
+    promoted_text: dict[int, bytes]  # sqlType by promotion bits, as seen (layout holds it too)
 
 
 class CanalJSONEncoder:
@@ -390,14 +390,8 @@ class CanalJSONEncoder:
             last_schema, plan = self._last
             if last_schema is not schema:
                 plan = self._plan(schema, False)
-            sql_types = plan.sql_types
-            if sql_types is None:
-                sql_types = _sql_types(
-                    plan, (row.before if row.kind is _DELETE else row.after) or {}
-                )
-            value = compiled_values.canal_row(
-                plan.layout, row, self.clock(), sql_types, opts.enable_tidb_extension
-            )
+            now = None if self.clock is _now_ms else self.clock()  # None: C reads the clock
+            value = compiled_values.canal_row(plan.layout, row, now, opts.enable_tidb_extension)
         if value is None:  # other options, or a row the compiled writer leaves to Python
             key_only = row.kind is _DELETE and opts.delete_only_output_handle_key_columns
             value = self._row_json(row, key_only, b"")
@@ -505,6 +499,7 @@ class CanalJSONEncoder:
 # A row message after the plan's prefix ({"id":0,..,"type":"); the _tidb object last.
 _ROW_MESSAGE = b'%s%s","es":%d,"ts":%d,"sql":"","sqlType":%s,"mysqlType":%s,"old":%s,"data":[%s]%s}'
 _INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE  # no enum lookups
+_KINDS = (_INSERT, _UPDATE, _DELETE)
 _DISPATCH = Route.DISPATCH
 
 
@@ -567,6 +562,7 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
         )
         for c in columns
     )
+    promoted_text: dict[int, bytes] = {}
     return _EncodePlan(
         prefix,
         tuple((c.name, _formatter(c.type)) for c in columns),
@@ -575,7 +571,8 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
         promotions,
         mysql_types,
         compiled,
-        (compiled, prefix, mysql_types, _INSERT, _UPDATE, _DELETE),
+        (compiled, prefix, mysql_types, *_KINDS, constant, promotions, promoted_text),
+        promoted_text,
     )
 
 
