@@ -440,6 +440,9 @@ static int out_grow(Out *o, Py_ssize_t extra) {
     return 0;
 }
 
+/* A string literal, its length counted by the compiler. */
+#define out_literal(o, text) out_put((o), (text), (Py_ssize_t)sizeof(text) - 1)
+
 static int out_put(Out *o, const char *src, Py_ssize_t n) {
     if (out_grow(o, n) < 0) return -1;
     memcpy(o->p + o->len, src, n);
@@ -619,6 +622,13 @@ static int out_base64(Out *o, const unsigned char *s, Py_ssize_t n) {
     *p++ = '"';
     o->len = p - o->p;
     return 0;
+}
+
+/* Decimal digits of an unsigned number. */
+static int out_u64(Out *o, unsigned long long u) {
+    char buf[24], *p = buf + sizeof buf;
+    do *--p = (char)('0' + u % 10); while (u /= 10);
+    return out_put(o, p, buf + sizeof buf - p);
 }
 
 /* An int as decimal digits (quoted: as a JSON string); beyond 64 bits (signed below zero,
@@ -911,21 +921,18 @@ static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallb
    text of the columns it shares (the very same object) with `data` instead of formatting
    them again. */
 typedef struct {
-    PyObject *image; /* the image written (borrowed) */
     Out *out;
     Py_ssize_t *start, *len; /* per column; len -1 when the image lacks it */
+    PyObject **value;        /* per column, the value written (borrowed from the image) */
 } Spans;
 
 /* One column's value of a text object: null, the twin's text of the same object, or its
    formatted text as a JSON string. */
 static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
                           const Spans *twin) {
-    if (value == Py_None) return out_put(o, "null", 4);
-    if (twin && twin->len[i] >= 0) {
-        PyObject *same = PyDict_GetItemWithError(twin->image, PyTuple_GET_ITEM(spec, 1));
-        if (same == value) return out_put(o, twin->out->p + twin->start[i], twin->len[i]);
-        if (!same && PyErr_Occurred()) return -1;
-    }
+    if (value == Py_None) return out_literal(o, "null");
+    if (twin && twin->len[i] >= 0 && twin->value[i] == value)
+        return out_put(o, twin->out->p + twin->start[i], twin->len[i]);
     return out_formatted(o, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
                          (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
                          PyTuple_GET_ITEM(spec, 4));
@@ -936,7 +943,7 @@ static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
    whose texts are copied for the values it holds too. */
 static int out_text_object(Out *o, PyObject *columns, PyObject *image, Spans *record,
                            const Spans *twin) {
-    if (!PyTuple_Check(columns) || !PyDict_Check(image) || out_put(o, "{", 1) < 0) return -1;
+    if (!PyTuple_Check(columns) || !PyDict_Check(image) || out_literal(o, "{") < 0) return -1;
     int first = 1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
         if (record) record->len[i] = -1;
@@ -950,15 +957,15 @@ static int out_text_object(Out *o, PyObject *columns, PyObject *image, Spans *re
             continue;
         }
         PyObject *key = PyTuple_GET_ITEM(spec, 0);
-        if ((!first && out_put(o, ",", 1) < 0) ||
+        if ((!first && out_literal(o, ",") < 0) ||
             out_put(o, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key)) < 0)
             return -1;
         first = 0;
         Py_ssize_t start = o->len;
         if (out_value_text(o, spec, value, i, twin) < 0) return -1;
-        if (record) record->start[i] = start, record->len[i] = o->len - start;
+        if (record) record->start[i] = start, record->len[i] = o->len - start, record->value[i] = value;
     }
-    return out_put(o, "}", 1);
+    return out_literal(o, "}");
 }
 
 static PyObject *out_bytes(Out *o) {
@@ -1031,6 +1038,7 @@ static PyObject *exceeding(PyObject *self, PyObject *const *args, Py_ssize_t nar
    (the encoder writes the others); None for anything else, or for an sqlType not yet seen,
    and the encoder writes it. */
 static PyObject *str_kind, *str_before, *str_after, *str_commit_ts;
+static Py_ssize_t canal_size_hint = 1024; /* the size of the last message (the GIL is held) */
 
 static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 9) {
@@ -1049,7 +1057,7 @@ static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nar
         now_ms = PyLong_AsLongLong(args[2]);
     }
     int with_tidb = PyObject_IsTrue(args[3]);
-    if ((now_ms == -1 && PyErr_Occurred()) || with_tidb < 0 || !PyBytes_Check(prefix) ||
+    if ((now_ms == -1 && PyErr_Occurred()) || now_ms < 0 || with_tidb < 0 || !PyBytes_Check(prefix) ||
         !PyBytes_Check(mysql_types))
         return defer();
     PyObject *kind = PyObject_GetAttr(row, str_kind);
@@ -1080,37 +1088,39 @@ static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nar
         if (!sql_types) goto fail; /* not seen yet: the encoder works it out */
     }
     if (!PyBytes_Check(sql_types)) goto fail;
-    char number[64];
-    if (out_put(&o, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix)) < 0 ||
+    /* room for a message like the last one, so that the buffer seldom grows */
+    if (out_grow(&o, canal_size_hint) < 0 ||
+        out_put(&o, PyBytes_AS_STRING(prefix), PyBytes_GET_SIZE(prefix)) < 0 ||
         out_put(&o, text, 6) < 0)
         goto fail;
-    int n = snprintf(number, sizeof number, "\",\"es\":%llu,\"ts\":%lld", commit_ts >> 18, now_ms);
-    if (out_put(&o, number, n) < 0 || out_put(&o, ",\"sql\":\"\",\"sqlType\":", 20) < 0 ||
+    if (out_literal(&o, "\",\"es\":") < 0 || out_u64(&o, commit_ts >> 18) < 0 ||
+        out_literal(&o, ",\"ts\":") < 0 || out_u64(&o, (unsigned long long)now_ms) < 0 ||
+        out_literal(&o, ",\"sql\":\"\",\"sqlType\":") < 0 ||
         out_put(&o, PyBytes_AS_STRING(sql_types), PyBytes_GET_SIZE(sql_types)) < 0 ||
-        out_put(&o, ",\"mysqlType\":", 13) < 0 ||
+        out_literal(&o, ",\"mysqlType\":") < 0 ||
         out_put(&o, PyBytes_AS_STRING(mysql_types), PyBytes_GET_SIZE(mysql_types)) < 0 ||
-        out_put(&o, ",\"old\":", 7) < 0)
+        out_literal(&o, ",\"old\":") < 0)
         goto fail;
     if (text[0] == 'U') { /* data first, so that old copies the texts they share */
         if (!PyTuple_Check(columns)) goto fail;
         Py_ssize_t count = PyTuple_GET_SIZE(columns);
-        spans = PyMem_Malloc(sizeof(Py_ssize_t) * 2 * (count ? count : 1));
+        spans = PyMem_Malloc((sizeof(Py_ssize_t) * 2 + sizeof(PyObject *)) * (count ? count : 1));
         if (!spans) goto fail;
-        Spans written = {after, &d, spans, spans + count};
-        if (out_text_object(&d, columns, after, &written, NULL) < 0 || out_put(&o, "[", 1) < 0 ||
-            out_text_object(&o, columns, before, NULL, &written) < 0 || out_put(&o, "]", 1) < 0)
+        Spans written = {&d, spans, spans + count, (PyObject **)(spans + 2 * count)};
+        if (out_text_object(&d, columns, after, &written, NULL) < 0 || out_literal(&o, "[") < 0 ||
+            out_text_object(&o, columns, before, NULL, &written) < 0 || out_literal(&o, "]") < 0)
             goto fail;
-    } else if (out_put(&o, "null", 4) < 0 || out_text_object(&d, columns, data, NULL, NULL) < 0) {
+        if (out_literal(&o, ",\"data\":[") < 0 || out_put(&o, d.p, d.len) < 0) goto fail;
+    } else if (out_literal(&o, "null,\"data\":[") < 0 ||
+               out_text_object(&o, columns, data, NULL, NULL) < 0) {
         goto fail;
     }
-    if (out_put(&o, ",\"data\":[", 9) < 0 || out_put(&o, d.p, d.len) < 0 ||
-        out_put(&o, "]", 1) < 0)
+    if (out_literal(&o, "]") < 0) goto fail;
+    if (with_tidb && (out_literal(&o, ",\"_tidb\":{\"commitTs\":") < 0 ||
+                      out_u64(&o, commit_ts) < 0 || out_literal(&o, "}") < 0))
         goto fail;
-    if (with_tidb) {
-        n = snprintf(number, sizeof number, ",\"_tidb\":{\"commitTs\":%llu}", commit_ts);
-        if (out_put(&o, number, n) < 0) goto fail;
-    }
-    if (out_put(&o, "}", 1) < 0) goto fail;
+    if (out_literal(&o, "}") < 0) goto fail;
+    canal_size_hint = o.len + 64;
     Py_DECREF(kind), Py_DECREF(before), Py_DECREF(after), Py_DECREF(ts);
     PyMem_Free(d.p), PyMem_Free(spans);
     return out_bytes(&o);
@@ -1140,7 +1150,7 @@ static int out_json_value(Out *o, int kind, int fsp, PyObject *v, PyObject *enco
     int n;
     switch (kind) {
     case K_INT:
-        if (PyBool_Check(v)) return v == Py_True ? out_put(o, "true", 4) : out_put(o, "false", 5);
+        if (PyBool_Check(v)) return v == Py_True ? out_literal(o, "true") : out_literal(o, "false");
         if (PyUnicode_CheckExact(v)) return out_json_str(o, v);
         if (!PyLong_CheckExact(v)) return -1;
         return out_int(o, v, 0);
@@ -1202,7 +1212,7 @@ static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t
     }
     PyObject *columns = args[0], *image = args[1];
     Out o = {NULL, 0, 0};
-    if (out_put(&o, "{", 1) < 0) return NULL;
+    if (out_literal(&o, "{") < 0) return NULL;
     int first = 1;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
         PyObject *spec = PyTuple_GET_ITEM(columns, i);
@@ -1215,18 +1225,18 @@ static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t
             continue;
         }
         PyObject *head = PyTuple_GET_ITEM(spec, 0);
-        if ((!first && out_put(&o, ",", 1) < 0) ||
+        if ((!first && out_literal(&o, ",") < 0) ||
             out_put(&o, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head)) < 0)
             goto fail;
         first = 0;
         int failed = value == Py_None
-                         ? out_put(&o, "null", 4) < 0
+                         ? out_literal(&o, "null") < 0
                          : out_json_value(&o, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
                                           (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
                                           PyTuple_GET_ITEM(spec, 4)) < 0;
-        if (failed || out_put(&o, "}", 1) < 0) goto fail;
+        if (failed || out_literal(&o, "}") < 0) goto fail;
     }
-    if (out_put(&o, "}", 1) < 0) goto fail;
+    if (out_literal(&o, "}") < 0) goto fail;
     PyObject *result = PyBytes_FromStringAndSize(o.p, o.len);
     PyMem_Free(o.p);
     return result;
