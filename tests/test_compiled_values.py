@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import os
+import time
 from decimal import Decimal
 from functools import cache
 from typing import Any
@@ -464,3 +465,22 @@ def test_go_quoting_matches_gotext_on_every_two_byte_string_and_many_code_points
     with pytest.MonkeyPatch.context() as monkeypatch:
         _without_compiled(monkeypatch)
         assert got == [open_protocol._columns_json(plan, {"c": s}) for s in samples]
+
+
+@needs_compiled
+def test_canal_rows_written_in_c_carry_the_wall_clock() -> None:
+    """With the default clock the compiled writer reads the time itself: "ts" lies between
+    the wall clock before and after encoding, and the rest equals the Python writer's."""
+    rows = [e for e in Workload(seed=3, rows=40, tables=2).events() if isinstance(e, RowChange)]
+    encoder = make_encoder("canal-json", {"enable-tidb-extension": "true"})
+    start = time.time_ns() // 1_000_000
+    messages = encoder.encode(rows)
+    end = time.time_ns() // 1_000_000
+    stamps = [orjson.loads(m.value)["ts"] for m in messages]
+    assert all(start <= ts <= end for ts in stamps)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _without_compiled(monkeypatch)
+        for row, message, ts in zip(rows, messages, stamps, strict=True):
+            python = make_encoder("canal-json", {"enable-tidb-extension": "true"})
+            python.clock = lambda ts=ts: ts
+            assert python.encode([row])[0].value == message.value
