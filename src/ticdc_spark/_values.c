@@ -687,12 +687,10 @@ static int time_chars(PyObject *v, int fsp, char *out) {
     int n = 0;
     long long hours = seconds / 3600;
     if (*sign) buf[n++] = '-';
-    if (hours < 100) { /* %02lld, without printf's cost on the common case */
-        put_digits(buf + n, (int)hours, 2);
-        n += 2;
-    } else {
-        n += snprintf(buf + n, 32, "%lld", hours); /* at most 12 digits */
-    }
+    int width = 2; /* %02lld */
+    for (long long h = hours; h >= 100; h /= 10) width++;
+    for (int k = width - 1; k >= 0; k--, hours /= 10) buf[n + k] = (char)('0' + hours % 10);
+    n += width;
     buf[n++] = ':';
     put_digits(buf + n, (int)(seconds / 60 % 60), 2);
     buf[n + 2] = ':';
@@ -1040,26 +1038,20 @@ static PyObject *exceeding(PyObject *self, PyObject *const *args, Py_ssize_t nar
 static PyObject *str_kind, *str_before, *str_after, *str_commit_ts;
 static Py_ssize_t canal_size_hint = 1024; /* the size of the last message (the GIL is held) */
 
-static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != 9) {
-        PyErr_SetString(PyExc_TypeError, "canal_row(layout, row, now_ms, with_tidb)");
-        return NULL;
-    }
-    PyObject *layout = args[0], *row = args[1];
+/* The wall clock in ms, as time.time_ns() // 1_000_000. */
+static long long now_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* One row's message: bytes, None to leave it to the encoder, or NULL with an exception that
+   must propagate. */
+static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms, int with_tidb) {
+    if (!PyTuple_Check(layout) || PyTuple_GET_SIZE(layout) != 9 || ts_ms < 0) return defer();
     PyObject *prefix = PyTuple_GET_ITEM(layout, 1), *mysql_types = PyTuple_GET_ITEM(layout, 2);
     PyObject *sql_types = PyTuple_GET_ITEM(layout, 6);
-    long long now_ms;
-    if (args[2] == Py_None) { /* as time.time_ns() // 1_000_000 */
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    } else {
-        now_ms = PyLong_AsLongLong(args[2]);
-    }
-    int with_tidb = PyObject_IsTrue(args[3]);
-    if ((now_ms == -1 && PyErr_Occurred()) || now_ms < 0 || with_tidb < 0 || !PyBytes_Check(prefix) ||
-        !PyBytes_Check(mysql_types))
-        return defer();
+    if (!PyBytes_Check(prefix) || !PyBytes_Check(mysql_types)) return defer();
     PyObject *kind = PyObject_GetAttr(row, str_kind);
     PyObject *before = PyObject_GetAttr(row, str_before);
     PyObject *after = PyObject_GetAttr(row, str_after);
@@ -1094,7 +1086,7 @@ static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nar
         out_put(&o, text, 6) < 0)
         goto fail;
     if (out_literal(&o, "\",\"es\":") < 0 || out_u64(&o, commit_ts >> 18) < 0 ||
-        out_literal(&o, ",\"ts\":") < 0 || out_u64(&o, (unsigned long long)now_ms) < 0 ||
+        out_literal(&o, ",\"ts\":") < 0 || out_u64(&o, (unsigned long long)ts_ms) < 0 ||
         out_literal(&o, ",\"sql\":\"\",\"sqlType\":") < 0 ||
         out_put(&o, PyBytes_AS_STRING(sql_types), PyBytes_GET_SIZE(sql_types)) < 0 ||
         out_literal(&o, ",\"mysqlType\":") < 0 ||
@@ -1128,6 +1120,61 @@ fail:
     Py_XDECREF(kind), Py_XDECREF(before), Py_XDECREF(after), Py_XDECREF(ts);
     PyMem_Free(o.p), PyMem_Free(d.p), PyMem_Free(spans);
     return defer();
+}
+
+static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "canal_row(layout, row, now_ms, with_tidb)");
+        return NULL;
+    }
+    long long ts_ms = args[2] == Py_None ? now_ms() : PyLong_AsLongLong(args[2]);
+    int with_tidb = PyObject_IsTrue(args[3]);
+    if ((ts_ms == -1 && PyErr_Occurred()) || with_tidb < 0) return defer();
+    return canal_message(args[0], args[1], ts_ms, with_tidb);
+}
+
+/* canal_rows(layout_of, rows, now_ms, with_tidb) -> list of bytes | None
+     layout_of: schema -> its layout (called when a row's schema differs from the last one's)
+     rows:      a list of RowChange
+   canal_row for each row, None where the encoder must write the row. */
+static PyObject *str_schema;
+
+static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "canal_rows(layout_of, rows, now_ms, with_tidb)");
+        return NULL;
+    }
+    PyObject *layout_of = args[0], *rows = args[1];
+    long long ts_ms = args[2] == Py_None ? now_ms() : PyLong_AsLongLong(args[2]);
+    int with_tidb = PyObject_IsTrue(args[3]);
+    if ((ts_ms == -1 && PyErr_Occurred()) || with_tidb < 0) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(rows);
+    PyObject *out = PyList_New(count), *last_schema = NULL, *layout = NULL;
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i), *message;
+        PyObject *schema = PyObject_GetAttr(row, str_schema);
+        if (!schema) {
+            message = defer();
+        } else {
+            if (schema != last_schema) { /* a run of one table's rows asks once */
+                Py_XDECREF(layout);
+                Py_XSETREF(last_schema, Py_NewRef(schema));
+                layout = PyObject_CallOneArg(layout_of, schema);
+                if (!layout) goto fail;
+            }
+            Py_DECREF(schema);
+            message = canal_message(layout, row, ts_ms, with_tidb);
+        }
+        if (!message) goto fail;
+        PyList_SET_ITEM(out, i, message);
+    }
+    Py_XDECREF(last_schema), Py_XDECREF(layout);
+    return out;
+fail:
+    Py_XDECREF(last_schema), Py_XDECREF(layout);
+    Py_DECREF(out);
+    return NULL;
 }
 
 /* column_object(columns, image) -> bytes | None
@@ -1301,6 +1348,8 @@ static PyMethodDef methods[] = {
      "A bit per (name, largest) limit the image's int value is above."},
     {"canal_row", (PyCFunction)(void (*)(void))canal_row, METH_FASTCALL,
      "A whole Canal-JSON row message, or None to use Python."},
+    {"canal_rows", (PyCFunction)(void (*)(void))canal_rows, METH_FASTCALL,
+     "Canal-JSON row messages for a list of rows, None where Python must write one."},
     {"first_fsps", (PyCFunction)(void (*)(void))first_fsps, METH_FASTCALL,
      "Per name, the fractional-second digits of the first image's text, or -1."},
     {NULL, NULL, 0, NULL},
@@ -1333,8 +1382,9 @@ PyMODINIT_FUNC PyInit__values(void) {
     str_before = PyUnicode_InternFromString("before");
     str_after = PyUnicode_InternFromString("after");
     str_commit_ts = PyUnicode_InternFromString("commit_ts");
+    str_schema = PyUnicode_InternFromString("schema");
     if (!str_t || !str_f || !str_h || !str_v || !str_f_format || !str_kind || !str_before ||
-        !str_after || !str_commit_ts)
+        !str_after || !str_commit_ts || !str_schema)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -351,8 +351,6 @@ class CanalJSONEncoder:
         self.options = options or CanalJSONOptions()
         self.clock = clock or _now_ms
         self._plans: dict[tuple[int, bool], tuple[TableSchema, _EncodePlan]] = {}
-        # the last full-row plan used: a run of one table's rows needs no cache lookup
-        self._last: tuple[TableSchema | None, Any] = (None, None)
         # rows the compiled writer can take whole: a full old, every column of a DELETE, no
         # compression (the Python path writes the others)
         self._whole_rows = not (
@@ -368,37 +366,59 @@ class CanalJSONEncoder:
 
     def encode(self, events: Iterable[Event]) -> list[Message]:
         out: list[Message] = []
+        rows: list[RowChange] = []  # a run of rows, written together
         for event in events:
             if isinstance(event, RowChange):
-                out.append(self._row_message(event))
-            elif isinstance(event, DDLEvent):
+                rows.append(event)
+                continue
+            if rows:
+                self._rows_into(rows, out)
+                rows = []
+            if isinstance(event, DDLEvent):
                 out.append(self._ddl_message(event))
             elif isinstance(event, Watermark):
                 if self.options.enable_tidb_extension:
                     out.append(self._watermark_message(event.ts))
             elif not isinstance(event, Bootstrap):
                 raise EncodeError(f"cannot encode {type(event).__name__} in {PROTOCOL}")
+        if rows:
+            self._rows_into(rows, out)
         return out
 
     # rows -------------------------------------------------------------------------------
 
+    def _rows_into(self, rows: list[RowChange], out: list[Message]) -> None:
+        """Append the rows' messages: a run written by the compiled writer (one wall-clock
+        reading for the run's "ts"), any row it leaves, and every row under other options,
+        by :meth:`_row_message`."""
+        values = None
+        if self._whole_rows and compiled_values is not None:
+            now = None if self.clock is _now_ms else self.clock()  # None: C reads the clock
+            with_tidb = self.options.enable_tidb_extension
+            values = compiled_values.canal_rows(self._layout, rows, now, with_tidb)
+        if values is None:
+            out.extend(map(self._row_message, rows))
+            return
+        limit = self.options.max_message_bytes - RECORD_OVERHEAD
+        for row, value in zip(rows, values, strict=True):
+            if value is None or len(value) > limit:  # left to Python, or a large message
+                out.append(self._row_message(row))
+            else:
+                schema = row.schema
+                out.append(Message(None, value, _DISPATCH, schema.database, schema.table, rows=1))
+
+    def _layout(self, schema: TableSchema) -> tuple[Any, ...]:
+        return self._plan(schema, False).layout
+
     def _row_message(self, row: RowChange) -> Message:
         opts = self.options
-        schema = row.schema
-        value = None
-        if self._whole_rows and compiled_values is not None:  # the compiled writer
-            last_schema, plan = self._last
-            if last_schema is not schema:
-                plan = self._plan(schema, False)
-            now = None if self.clock is _now_ms else self.clock()  # None: C reads the clock
-            value = compiled_values.canal_row(plan.layout, row, now, opts.enable_tidb_extension)
-        if value is None:  # other options, or a row the compiled writer leaves to Python
-            key_only = row.kind is _DELETE and opts.delete_only_output_handle_key_columns
-            value = self._row_json(row, key_only, b"")
-            if opts.large_message_handle_compression != "none":
-                value = compress(value, opts.large_message_handle_compression)
+        key_only = row.kind is _DELETE and opts.delete_only_output_handle_key_columns
+        value = self._row_json(row, key_only, b"")
+        if opts.large_message_handle_compression != "none":
+            value = compress(value, opts.large_message_handle_compression)
         if len(value) + RECORD_OVERHEAD > opts.max_message_bytes:
             value = self._large_row(row, value)
+        schema = row.schema
         return Message(None, value, _DISPATCH, schema.database, schema.table, rows=1)
 
     def _large_row(self, row: RowChange, value: bytes) -> bytes:
@@ -461,15 +481,11 @@ class CanalJSONEncoder:
         key = (id(schema), key_only)
         hit = self._plans.get(key)
         if hit is not None and hit[0] is schema:
-            if not key_only:
-                self._last = hit
             return hit[1]
         if len(self._plans) > 4096:
             self._plans.clear()
         plan = _build_encode_plan(schema, key_only, self.options.content_compatible)
         self._plans[key] = (schema, plan)
-        if not key_only:
-            self._last = (schema, plan)
         return plan
 
     # DDL and watermarks -----------------------------------------------------------------
