@@ -36,8 +36,9 @@ def decode(
 ) -> Any:
     """The changelog DataFrame of a Kafka-shaped DataFrame (see :mod:`ticdc_spark.changelog`).
 
-    ``compiled=False`` keeps a protocol's compiled path (Canal-JSON's scanner) out of use, to
-    compare or to rule it out; the result is the same.
+    ``compiled=False`` keeps a protocol's compiled batch path (Canal-JSON's scanner) out of
+    use, to compare or to rule it out; the result is the same.  (The codecs' compiled value
+    loops, ``ticdc_spark.codec.compiled``, stay in use: they are part of every decoder.)
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
