@@ -484,3 +484,30 @@ def test_canal_rows_written_in_c_carry_the_wall_clock() -> None:
             python = make_encoder("canal-json", {"enable-tidb-extension": "true"})
             python.clock = lambda ts=ts: ts
             assert python.encode([row])[0].value == message.value
+
+
+_JSON_TRICKY = 'ab<>&"\\\n\r\t\x00\x1f\x7f\u00e9\u2028\u2029\u20ac\U0001f600'
+
+
+@needs_compiled
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text(st.sampled_from(_JSON_TRICKY), max_size=80)
+    | st.builds(  # a long plain run, then one character to escape anywhere in a block
+        "{}{}{}".format,
+        st.integers(0, 40).map("x".__mul__),
+        st.sampled_from(_JSON_TRICKY),
+        st.integers(0, 40).map("y".__mul__),
+    ),
+    raw=st.binary(max_size=80)
+    | st.text('ab<&"\\\n\xe9\xff', max_size=80).map(lambda t: t.encode("latin-1"))
+    | st.builds(bytes.__add__, st.integers(0, 40).map(b"p".__mul__), st.binary(max_size=3)),
+)
+def test_long_texts_are_escaped_as_go_escapes_them(text: str, raw: bytes) -> None:
+    """Texts and Latin-1 binaries long enough for the 16-byte scan, with escapes anywhere."""
+    columns = (
+        (b'"t":', "t", compiled.STR, 0, str),
+        (b'"b":', "b", compiled.LATIN1, 0, canal_json._latin1),
+    )
+    expected = go_json(orjson.dumps({"t": text, "b": raw.decode("latin-1")}))
+    assert compiled.values.text_object(columns, {"t": text, "b": raw}) == expected
