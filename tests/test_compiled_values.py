@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import decimal
 import os
 import time
+import types
 from decimal import Decimal
 from functools import cache
 from typing import Any
@@ -290,6 +292,11 @@ ENCODE_TYPES = [
     *(f"time({fsp})" for fsp in range(7)),
     "year",
     "bit(64)",
+    # type parameters a message may carry that no MySQL column has (found in review)
+    "datetime(-2)",
+    "time(-2)",
+    "datetime(4294967297)",
+    "decimal(10,99999999999999999999)",
 ]
 
 _canonical = st.one_of(
@@ -511,3 +518,33 @@ def test_long_texts_are_escaped_as_go_escapes_them(text: str, raw: bytes) -> Non
     )
     expected = go_json(orjson.dumps({"t": text, "b": raw.decode("latin-1")}))
     assert compiled.values.text_object(columns, {"t": text, "b": raw}) == expected
+
+
+@needs_compiled
+def test_decimal_text_does_not_depend_on_the_context_capitals() -> None:
+    ctype = parse_column_type("decimal(65,30)")
+    columns = ((b'"c":', "c", compiled.DECIMAL, 0, canal_json._formatter(ctype)),)
+    with decimal.localcontext() as context:
+        context.capitals = 0  # str(Decimal("1E+2")) is then "1e+2"
+        for text in ("1E+2", "1E-9", "-12.5"):
+            expected = go_json(orjson.dumps({"c": format(Decimal(text), "f")}))
+            assert compiled.values.text_object(columns, {"c": Decimal(text)}) == expected
+
+
+@needs_compiled
+@pytest.mark.parametrize("stamp", [1.7e12, 2**64, -5])
+def test_an_odd_clock_value_leaves_the_rows_to_python(stamp: Any, monkeypatch) -> None:
+    rows = [e for e in Workload(seed=3, rows=12, tables=1).events() if isinstance(e, RowChange)]
+    encoder = make_encoder("canal-json", {})
+    encoder.clock = lambda: stamp
+    got = [m.value for m in encoder.encode(rows)]
+    _without_compiled(monkeypatch)
+    python = make_encoder("canal-json", {})
+    python.clock = lambda: stamp
+    assert got == [m.value for m in python.encode(rows)]
+
+
+@needs_compiled
+def test_first_fsps_reads_plain_text_where_column_objects_were_expected() -> None:
+    assert compiled.values.first_fsps(("c",), ({"c": "00:00:01.123"},), "v") == (3,)
+    assert compiled.values.first_fsps(("c",), (types.MappingProxyType({}),), None) is None

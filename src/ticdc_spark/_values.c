@@ -148,6 +148,14 @@ static int clock_at(const char *s) {
            digits_at(s + 6, 2);
 }
 
+/* A double rounded to float32 as struct.pack("<f") rounds it; where that overflows,
+   types.to_float32 gives an infinity of the same sign.  (A C cast of an out-of-range double
+   to float is undefined, so the boundary, the midpoint above FLT_MAX, is tested first.) */
+static double to_float32(double d) {
+    if (isnan(d) || fabs(d) < 0x1.ffffffp+127) return (double)(float)d;
+    return copysign(INFINITY, d);
+}
+
 /* The conversions below return a new reference, or NULL with or without an exception set
    when the fast syntax does not apply; the caller then asks the codec's function. */
 
@@ -240,6 +248,18 @@ static PyObject *bytes_of_go_quoted(PyObject *text) {
     return PyBytes_FromStringAndSize(s, n);
 }
 
+/* A plan's small int (a kind, an fsp) within [low, high]; 0, or -1 to give up (the plan is
+   not one this module understands). */
+static int spec_int(PyObject *obj, int low, int high, int *out) {
+    int overflow;
+    long v = PyLong_AsLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (overflow || v < low || v > high) return -1;
+    *out = (int)v;
+    return 0;
+}
+#define KIND_MAX 13 /* K_GO_QUOTED */
+
 /* A wire value converted per its kind: a new reference, or NULL with an exception. */
 static PyObject *convert(int kind, PyObject *v, PyObject *fallback) {
     PyObject *r = NULL;
@@ -262,7 +282,7 @@ static PyObject *convert(int kind, PyObject *v, PyObject *fallback) {
         else if (!PyUnicode_CheckExact(v) || !double_of_text(v, &d))
             break;
         /* float32 rounding as struct.pack("<f"), which to_float32 uses: out of range is inf */
-        return PyFloat_FromDouble(kind == K_FLOAT32 ? (double)(float)d : d);
+        return PyFloat_FromDouble(kind == K_FLOAT32 ? to_float32(d) : d);
     case K_DATE:
         if (PyUnicode_CheckExact(v)) r = date_of_text(v);
         break;
@@ -291,7 +311,12 @@ static PyObject *convert(int kind, PyObject *v, PyObject *fallback) {
         break;
     }
     if (r) return r;
-    PyErr_Clear(); /* the fast syntax did not apply: the codec's function decides */
+    /* the fast syntax did not apply: the codec's function decides (an error that is not an
+       ordinary Exception, such as KeyboardInterrupt, propagates) */
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) return NULL;
+        PyErr_Clear();
+    }
     return PyObject_CallOneArg(fallback, v);
 }
 
@@ -338,8 +363,10 @@ static PyObject *text_image(PyObject *self, PyObject *const *args, Py_ssize_t na
             if (PyErr_Occurred()) goto fail;
             continue;
         }
-        PyObject *out = convert((int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 1)), text,
-                                PyTuple_GET_ITEM(spec, 2));
+        int kind;
+        PyObject *out = spec_int(PyTuple_GET_ITEM(spec, 1), 0, KIND_MAX, &kind) < 0
+                            ? NULL
+                            : convert(kind, text, PyTuple_GET_ITEM(spec, 2));
         if (!out || PyDict_SetItem(image, name, out) < 0) {
             Py_XDECREF(out);
             goto fail;
@@ -396,8 +423,10 @@ static PyObject *column_image(PyObject *self, PyObject *const *args, Py_ssize_t 
             if (PyErr_Occurred()) goto fail;
             out = Py_NewRef(Py_None);
         } else {
-            out = convert((int)PyLong_AsLong(PyTuple_GET_ITEM(entry, 3)), value,
-                          PyTuple_GET_ITEM(entry, 4));
+            int kind;
+            out = spec_int(PyTuple_GET_ITEM(entry, 3), 0, KIND_MAX, &kind) < 0
+                      ? NULL
+                      : convert(kind, value, PyTuple_GET_ITEM(entry, 4));
         }
         if (!out || PyDict_SetItem(image, name, out) < 0) {
             Py_XDECREF(out);
@@ -745,7 +774,7 @@ static int time_chars(PyObject *v, int fsp, char *out) {
    that reads back through float32, found as format_float finds it), laid out without an
    exponent. */
 static int float32_reads_back(const char *text, double value) {
-    return (double)(float)PyOS_string_to_double(text, NULL, NULL) == value;
+    return to_float32(PyOS_string_to_double(text, NULL, NULL)) == value;
 }
 
 /* The shortest digits (no sign, no trailing zeros) of a finite non-zero magnitude whose
@@ -873,9 +902,8 @@ static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallb
         if (PyUnicode_CheckExact(v)) return out_json_str(o, v);
         if (PyLong_CheckExact(v)) {
             int overflow;
-            PyLong_AsLongLongAndOverflow(v, &overflow);
-            if (!overflow && !PyErr_Occurred()) return out_int(o, v, 1);
-            PyErr_Clear();
+            PyLong_AsLongLongAndOverflow(v, &overflow); /* an exact int: it cannot fail */
+            if (!overflow) return out_int(o, v, 1);
             PyObject *text = PyObject_Str(v);
             int r = text ? out_json_str(o, text) : -1;
             Py_XDECREF(text);
@@ -911,7 +939,8 @@ static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallb
            and is three times faster; its characters need no escaping */
         PyObject *text = PyObject_Str(v);
         if (text && PyUnicode_IS_ASCII(text) &&
-            !memchr(PyUnicode_DATA(text), 'E', PyUnicode_GET_LENGTH(text))) {
+            !memchr(PyUnicode_DATA(text), 'E', PyUnicode_GET_LENGTH(text)) &&
+            !memchr(PyUnicode_DATA(text), 'e', PyUnicode_GET_LENGTH(text))) { /* capitals=0 */
             int r = out_quoted_ascii(o, PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text));
             Py_DECREF(text);
             return r;
@@ -964,9 +993,11 @@ static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
     if (value == Py_None) return out_literal(o, "null");
     if (twin && twin->len[i] >= 0 && twin->value[i] == value)
         return out_put(o, twin->out->p + twin->start[i], twin->len[i]);
-    return out_formatted(o, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
-                         (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
-                         PyTuple_GET_ITEM(spec, 4));
+    int kind, fsp;
+    if (spec_int(PyTuple_GET_ITEM(spec, 2), 0, KIND_MAX, &kind) < 0 ||
+        spec_int(PyTuple_GET_ITEM(spec, 3), -1, 6, &fsp) < 0)
+        return -1;
+    return out_formatted(o, kind, fsp, value, PyTuple_GET_ITEM(spec, 4));
 }
 
 /* Writes the JSON object of an image's text (see text_object); 0, or -1 to give up.
@@ -977,6 +1008,11 @@ static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
    turn was what writing a row cost most.  Returns `stack` when it has room for them, else
    an array to PyMem_Free; NULL to give up. */
 #define GATHER_STACK 128
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
 static PyObject **gather(PyObject *columns, PyObject *image, PyObject **stack) {
     if (!PyTuple_Check(columns) || !PyDict_Check(image)) return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(columns);
@@ -988,7 +1024,7 @@ static PyObject **gather(PyObject *columns, PyObject *image, PyObject **stack) {
             !PyBytes_Check(PyTuple_GET_ITEM(spec, 0)))
             goto fail;
         values[i] = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(spec, 1));
-        if (values[i]) __builtin_prefetch(values[i]);
+        if (values[i]) PREFETCH(values[i]);
         else if (PyErr_Occurred()) goto fail;
     }
     return values;
@@ -1168,7 +1204,7 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
                       out_u64(&o, commit_ts) < 0 || out_literal(&o, "}") < 0))
         goto fail;
     if (out_literal(&o, "}") < 0) goto fail;
-    canal_size_hint = o.len + 64;
+    canal_size_hint = o.len < 65536 ? o.len + 64 : 65536;
     Py_DECREF(kind), Py_DECREF(before), Py_DECREF(after), Py_DECREF(ts);
     PyMem_Free(d.p), PyMem_Free(spans);
     return out_bytes(&o);
@@ -1189,10 +1225,11 @@ static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return canal_message(args[0], args[1], ts_ms, with_tidb);
 }
 
-/* canal_rows(layout_of, rows, now_ms, with_tidb) -> list of bytes | None
+/* canal_rows(layout_of, rows, now_ms, with_tidb) -> list of (bytes | None) | None
      layout_of: schema -> its layout (called when a row's schema differs from the last one's)
-     rows:      a list of RowChange
-   canal_row for each row, None where the encoder must write the row. */
+     rows:      a list of RowChange, the caller's own (nothing else changes it meanwhile)
+   canal_row for each row, None where the encoder must write the row; None for all of them
+   when now_ms is not a C long. */
 static PyObject *str_schema;
 
 static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -1203,7 +1240,7 @@ static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *layout_of = args[0], *rows = args[1];
     long long ts_ms = args[2] == Py_None ? now_ms() : PyLong_AsLongLong(args[2]);
     int with_tidb = PyObject_IsTrue(args[3]);
-    if ((ts_ms == -1 && PyErr_Occurred()) || with_tidb < 0) return NULL;
+    if ((ts_ms == -1 && PyErr_Occurred()) || with_tidb < 0) return defer(); /* a clock's odd value */
     Py_ssize_t count = PyList_GET_SIZE(rows);
     PyObject *out = PyList_New(count), *last_schema = NULL, *layout = NULL;
     if (!out) return NULL;
@@ -1214,13 +1251,13 @@ static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t na
             message = defer();
         } else {
             if (schema != last_schema) { /* a run of one table's rows asks once */
-                Py_XDECREF(layout);
-                Py_XSETREF(last_schema, Py_NewRef(schema));
-                layout = PyObject_CallOneArg(layout_of, schema);
-                if (!layout) goto fail;
+                Py_XSETREF(layout, PyObject_CallOneArg(layout_of, schema));
+                Py_XSETREF(last_schema, schema);
+                schema = NULL;
+            } else {
+                Py_DECREF(schema);
             }
-            Py_DECREF(schema);
-            message = canal_message(layout, row, ts_ms, with_tidb);
+            message = layout ? canal_message(layout, row, ts_ms, with_tidb) : defer();
         }
         if (!message) goto fail;
         PyList_SET_ITEM(out, i, message);
@@ -1326,11 +1363,13 @@ static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t
             out_put(&o, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head)) < 0)
             goto fail;
         first = 0;
-        int failed = value == Py_None
-                         ? out_literal(&o, "null") < 0
-                         : out_json_value(&o, (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 2)),
-                                          (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 3)), value,
-                                          PyTuple_GET_ITEM(spec, 4)) < 0;
+        int kind, fsp, failed;
+        if (value == Py_None)
+            failed = out_literal(&o, "null") < 0;
+        else
+            failed = spec_int(PyTuple_GET_ITEM(spec, 2), 0, KIND_MAX, &kind) < 0 ||
+                     spec_int(PyTuple_GET_ITEM(spec, 3), -1, 6, &fsp) < 0 ||
+                     out_json_value(&o, kind, fsp, value, PyTuple_GET_ITEM(spec, 4)) < 0;
         if (failed || out_literal(&o, "}") < 0) goto fail;
     }
     if (out_literal(&o, "}") < 0) goto fail;
@@ -1344,10 +1383,11 @@ fail:
 
 /* ---- fractional-second digits -------------------------------------------------------------
 
-   first_fsps(names, images, field) -> tuple of int
+   first_fsps(names, images, field) -> tuple of int | None
      For each name, the digits after the last "." of the first image's str value (0 without a
-     dot), or -1 when no image has a str there.  images: a tuple of dicts or None; field: None,
-     or the key inside column objects holding the value (Open Protocol's "v"). */
+     dot), or -1 when no image has a str there.  images: a tuple of dicts or None (another
+     mapping: None, and common.TemporalFsp reads them); field: None, or the key inside column
+     objects holding the value (Open Protocol's "v"). */
 static PyObject *first_fsps(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "first_fsps(names, images, field)");
@@ -1361,10 +1401,14 @@ static PyObject *first_fsps(PyObject *self, PyObject *const *args, Py_ssize_t na
         Py_ssize_t fsp = -1;
         for (Py_ssize_t j = 0; j < nimages && fsp < 0; j++) {
             PyObject *image = PyTuple_GET_ITEM(images, j);
-            if (!PyDict_Check(image)) continue;
+            if (image == Py_None) continue;
+            if (!PyDict_Check(image)) {
+                Py_DECREF(out);
+                Py_RETURN_NONE;
+            }
             PyObject *text = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(names, i));
-            if (text && field != Py_None)
-                text = PyDict_Check(text) ? PyDict_GetItemWithError(text, field) : NULL;
+            if (text && field != Py_None && PyDict_Check(text)) /* a column object */
+                text = PyDict_GetItemWithError(text, field);
             if (!text) {
                 if (PyErr_Occurred()) goto fail;
                 continue;

@@ -160,9 +160,10 @@ class TemporalFsp:
         """The schema with the fsp of each temporal column ``names`` from the first of the
         raw images holding text there; ``field`` names the key inside column objects that
         holds the text (Open Protocol's ``"v"``), None when images map names to text."""
-        if compiled_values is not None:
+        fsps = None
+        if compiled_values is not None:  # None back: images that are not dicts
             fsps = compiled_values.first_fsps(names, raw_images, field)
-        else:
+        if fsps is None:
             fsps = tuple(_first_fsp(name, raw_images, field) for name in names)
         key = (id(schema), fsps)
         hit = self._variants.get(key)

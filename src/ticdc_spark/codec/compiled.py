@@ -83,10 +83,15 @@ _TEXT_KIND_OF = {
 
 
 def text_kind(ctype: ColumnType) -> tuple[int, int]:
-    """(kind, fsp) of ``types.text_formatter(ctype)`` for the compiled loops; fsp -1 is an
-    unknown one (six digits, trailing zeros cut).  Binary columns have no text form here:
-    each codec writes its own."""
+    """(kind, fsp) of ``types.text_formatter(ctype)`` for the compiled loops.  Binary columns
+    have no text form here: each codec writes its own.
+
+    The fsp is what the formatter does with the column's ``decimal``: -1 when it is unknown
+    (six digits, trailing zeros cut), 0 for none or less (no fraction), 6 for six or more
+    (every digit there is); other kinds ignore it."""
     kind = _TEXT_KIND_OF.get(ctype.family, CALL)
+    if kind not in (DATETIME, TIME):
+        return kind, 0
     if ctype.decimal is None:
         return kind, -1
-    return kind, ctype.decimal
+    return kind, min(max(ctype.decimal, 0), 6)
