@@ -6,9 +6,11 @@ decodes the messages, and times ``orjson.loads`` over the JSON documents of thos
 column is floor time / codec time: 1.0 would mean the protocol logic is free, 0.5 that it
 costs as much as the parsing.  Run it as::
 
-    python benchmarks/codec_bench.py [--rows 20000] [--repeat 3]
+    python benchmarks/codec_bench.py [--rows 20000] [--repeat 3] [--python]
 
-Machines here are noisy: compare the ratios, measured side by side in one run.
+``--python`` keeps the codecs' compiled loops (``ticdc_spark.codec.compiled``) out of use, to
+see what they buy.  Machines here are noisy: compare the ratios, measured side by side in
+one run.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.codec import Message, make_decoder, make_encoder
+from ticdc_spark.codec import (
+    Message,
+    canal_json,
+    common,
+    compiled,
+    make_decoder,
+    make_encoder,
+    open_protocol,
+)
 from ticdc_spark.model import RowChange, TableSchema
 from ticdc_spark.workload import Workload, alltypes_schema, sbtest_schema
 
@@ -104,7 +114,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--python", action="store_true", help="the Python loops only")
     args = parser.parse_args()
+    if args.python:
+        for module in (canal_json, common, open_protocol):
+            module.compiled_values = None  # type: ignore[attr-defined]
+    print(f"codecs' compiled loops: {'off' if args.python else compiled.native()}")
 
     header = (
         f"{'protocol':<14} {'table':<9} {'rows':>6} {'msgs':>6} {'MB':>6} | "
