@@ -171,6 +171,24 @@ def test_edge_cases_decode_the_same() -> None:
 
 
 @needs_scanner
+def test_a_special_character_at_every_place_of_a_long_string_decodes_the_same() -> None:
+    """The scanner reads plain text a block at a time: an escape, non-ASCII or a control
+    character at each position of a long value and of a long database name."""
+    # JSON text to put inside a string: escapes, raw UTF-8
+    specials = [rb"\"", rb"\\", rb"\u00e9", rb"\n", rb"\u2028", rb"\ud83d\ude00", rb"\u0001"]
+    specials.append("é".encode())
+    values = []
+    for special in specials:
+        for at in range(40):
+            text = b'"' + b"p" * at + special + b"q" * (40 - at) + b'"'
+            values.append(_row(data=[{"id": str(at), "v": "x"}]).replace(b'"x"', text))
+            values.append(_row().replace(b'"db"', text))
+    scanned, careful = _both(_batch(values))
+    assert scanned == careful
+    assert "ERROR" not in {r["kind"] for r in scanned}
+
+
+@needs_scanner
 def test_shapes_changing_inside_a_batch_keep_the_schema_column_right() -> None:
     """The schema column says where a table's schema changes, also where fast rows and
     careful-path rows of the same table alternate (binary columns take the careful path)."""
