@@ -248,6 +248,16 @@ static PyObject *bytes_of_go_quoted(PyObject *text) {
     return PyBytes_FromStringAndSize(s, n);
 }
 
+static PyObject *latin1_of_text(PyObject *text) { return PyUnicode_AsLatin1String(text); }
+
+/* The kinds whose wire value is a text, by kind (spec_int keeps kinds within the table). */
+static PyObject *(*const FROM_TEXT[K_GO_QUOTED + 1])(PyObject *) = {
+    [K_DATE] = date_of_text,          [K_DATETIME] = datetime_of_text,
+    [K_TIME] = time_of_text,          [K_LATIN1] = latin1_of_text,
+    [K_DECIMAL] = decimal_of_text,    [K_BASE64] = bytes_of_base64,
+    [K_BASE64_TEXT] = text_of_base64, [K_GO_QUOTED] = bytes_of_go_quoted,
+};
+
 /* A plan's small int (a kind, an fsp) within [low, high]; 0, or -1 to give up (the plan is
    not one this module understands). */
 static int spec_int(PyObject *obj, int low, int high, int *out) {
@@ -258,7 +268,7 @@ static int spec_int(PyObject *obj, int low, int high, int *out) {
     *out = (int)v;
     return 0;
 }
-#define KIND_MAX 13 /* K_GO_QUOTED */
+#define KIND_MAX K_GO_QUOTED
 
 /* A wire value converted per its kind: a new reference, or NULL with an exception. */
 static PyObject *convert(int kind, PyObject *v, PyObject *fallback) {
@@ -283,31 +293,8 @@ static PyObject *convert(int kind, PyObject *v, PyObject *fallback) {
             break;
         /* float32 rounding as struct.pack("<f"), which to_float32 uses: out of range is inf */
         return PyFloat_FromDouble(kind == K_FLOAT32 ? to_float32(d) : d);
-    case K_DATE:
-        if (PyUnicode_CheckExact(v)) r = date_of_text(v);
-        break;
-    case K_DATETIME:
-        if (PyUnicode_CheckExact(v)) r = datetime_of_text(v);
-        break;
-    case K_TIME:
-        if (PyUnicode_CheckExact(v)) r = time_of_text(v);
-        break;
-    case K_LATIN1:
-        if (PyUnicode_CheckExact(v)) r = PyUnicode_AsLatin1String(v);
-        break;
-    case K_DECIMAL:
-        if (PyUnicode_CheckExact(v)) r = decimal_of_text(v);
-        break;
-    case K_BASE64:
-        if (PyUnicode_CheckExact(v)) r = bytes_of_base64(v);
-        break;
-    case K_BASE64_TEXT:
-        if (PyUnicode_CheckExact(v)) r = text_of_base64(v);
-        break;
-    case K_GO_QUOTED:
-        if (PyUnicode_CheckExact(v)) r = bytes_of_go_quoted(v);
-        break;
-    default:
+    default: /* the kinds read from text only */
+        if (FROM_TEXT[kind] && PyUnicode_CheckExact(v)) r = FROM_TEXT[kind](v);
         break;
     }
     if (r) return r;
