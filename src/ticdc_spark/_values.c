@@ -1,24 +1,34 @@
 /*
- * _values: the codecs' per-column loops, compiled.
+ * _values: the codecs' per-column loops, compiled, both ways.
  *
- * Why C: decoding a row is a loop over its columns that checks each wire value and turns it
- * into the canonical Python value (int, float, datetime, ...).  In Python the loop itself (dict
- * lookups, tuple unpacking, a function call per value) costs more than parsing the JSON.  No
- * library converts MySQL's text forms into Python's datetime/timedelta/Decimal objects, so the
- * loop is written here once, for every codec.
+ * Why C: a row is a loop over its columns.  Decoding checks each wire value and turns it into
+ * the canonical Python value (int, float, datetime, ...); encoding formats each canonical value
+ * as MySQL text and writes it the way Go's encoding/json writes it.  In Python the loop itself
+ * (dict lookups, a function call per value) costs more than the JSON parsing or writing
+ * around it.  No library converts between MySQL's text forms and Python's datetime/timedelta/
+ * Decimal objects, or writes Go's JSON, so the loops are written here once, for every codec.
  *
- * The contract that keeps it simple and safe: each function returns the image it built, or
- * None when anything is not plainly right (a column the plan does not know, a type code that
- * differs, a value of an unexpected type, a conversion that raised).  The caller then runs its
- * Python loop, which gives the same answer or the precise error.  So this module only has to
- * be right about what it accepts; the tests compare it with the Python loops.
+ * The contract that keeps it simple and safe: each function returns what it built, or None
+ * when anything is not plainly right (a column the plan does not know, a type code that
+ * differs, a value of an unexpected type, a conversion that raised, a plan value out of
+ * range).  The caller then runs its Python loop, which gives the same answer or the precise
+ * error.  So this module only has to be right about what it accepts; the tests compare it
+ * with the Python loops.  Errors that are not ordinary Exceptions (KeyboardInterrupt, ...)
+ * propagate.
  *
- * Each converted column comes with a kind (what this module knows how to convert) and the
- * codec's own Python function for it.  Values outside the kind's strict fast syntax are handed
- * to that function, so the result never differs from the Python loop's.
+ * Each column comes with a kind (what this module knows how to convert) and the codec's own
+ * Python function for it.  Values outside the kind's strict fast syntax, or of another type,
+ * are handed to that function, so the result never differs from the Python loop's.
+ *
+ * Sections: strict text syntaxes and the decoding conversions; Canal-JSON text rows and Open
+ * Protocol column objects (decoding); output buffers, Go's JSON escaping, float and temporal
+ * text, and the writers text_object, canal_row(s), column_object (encoding); fractional-second
+ * digits.
  *
  * Nothing here allocates from a length read in a message: values are Python objects already
- * parsed from JSON, and the text syntaxes accepted are short and fixed.
+ * parsed, the text syntaxes accepted are short and fixed, and output grows with what is
+ * written.  It builds with GCC or Clang on POSIX (clock_gettime); SSE2, where present, scans
+ * text 16 bytes at a time.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
