@@ -327,6 +327,18 @@ static PyObject *defer(void) {
     Py_RETURN_NONE;
 }
 
+/* image[name] = value converted per the plan's kind (an int object) and function; -1 to
+   give up. */
+static int put_converted(PyObject *image, PyObject *name, PyObject *kind_obj, PyObject *value,
+                         PyObject *function) {
+    int kind;
+    if (spec_int(kind_obj, 0, KIND_MAX, &kind) < 0) return -1;
+    PyObject *out = convert(kind, value, function);
+    int r = out ? PyDict_SetItem(image, name, out) : -1;
+    Py_XDECREF(out);
+    return r;
+}
+
 /* ---- Canal-JSON: text values ---------------------------------------------------------------
 
    text_image(converts, raw, known) -> dict | None
@@ -360,15 +372,9 @@ static PyObject *text_image(PyObject *self, PyObject *const *args, Py_ssize_t na
             if (PyErr_Occurred()) goto fail;
             continue;
         }
-        int kind;
-        PyObject *out = spec_int(PyTuple_GET_ITEM(spec, 1), 0, KIND_MAX, &kind) < 0
-                            ? NULL
-                            : convert(kind, text, PyTuple_GET_ITEM(spec, 2));
-        if (!out || PyDict_SetItem(image, name, out) < 0) {
-            Py_XDECREF(out);
+        if (put_converted(image, name, PyTuple_GET_ITEM(spec, 1), text,
+                          PyTuple_GET_ITEM(spec, 2)) < 0)
             goto fail;
-        }
-        Py_DECREF(out);
     }
     return image;
 fail:
@@ -415,21 +421,14 @@ static PyObject *column_image(PyObject *self, PyObject *const *args, Py_ssize_t 
             goto fail;
         PyObject *handle = PyTuple_GET_ITEM(entry, 2);
         if (handle != any && same(column, str_h, handle) != 1) goto fail;
-        PyObject *value = PyDict_GetItemWithError(column, str_v), *out;
+        PyObject *value = PyDict_GetItemWithError(column, str_v);
+        if (!value && PyErr_Occurred()) goto fail;
         if (!value || value == Py_None) {
-            if (PyErr_Occurred()) goto fail;
-            out = Py_NewRef(Py_None);
-        } else {
-            int kind;
-            out = spec_int(PyTuple_GET_ITEM(entry, 3), 0, KIND_MAX, &kind) < 0
-                      ? NULL
-                      : convert(kind, value, PyTuple_GET_ITEM(entry, 4));
-        }
-        if (!out || PyDict_SetItem(image, name, out) < 0) {
-            Py_XDECREF(out);
+            if (PyDict_SetItem(image, name, Py_None) < 0) goto fail;
+        } else if (put_converted(image, name, PyTuple_GET_ITEM(entry, 3), value,
+                                 PyTuple_GET_ITEM(entry, 4)) < 0) {
             goto fail;
         }
-        Py_DECREF(out);
     }
     return image;
 fail:
