@@ -1,9 +1,10 @@
 """The codecs' compiled per-column loops (``ticdc_spark._values``) against their Python loops.
 
-The compiled loop may give up on any row (it returns None and the Python loop runs), but a row
-it keeps must hold exactly the values the Python loop makes: same types, same digits, same
-fsp.  Conversions are compared one value at a time for every kind a codec uses, and decoders
-are compared whole, with the compiled module removed, on workload and mutated messages.
+The compiled loop may give up on any row (it returns None and the Python loop runs), but what
+it keeps must be exactly what the Python loop makes: the same values (types, digits, fsp)
+when decoding, the same bytes when encoding.  Conversions and texts are compared one value at
+a time for every kind a codec uses; decoders and encoders are compared whole, with the
+compiled module removed, on workload messages and rows, mutated messages and random rows.
 """
 
 from __future__ import annotations
