@@ -549,3 +549,65 @@ def test_an_odd_clock_value_leaves_the_rows_to_python(stamp: Any, monkeypatch) -
 def test_first_fsps_reads_plain_text_where_column_objects_were_expected() -> None:
     assert compiled.values.first_fsps(("c",), ({"c": "00:00:01.123"},), "v") == (3,)
     assert compiled.values.first_fsps(("c",), (types.MappingProxyType({}),), None) is None
+
+
+class _Meddler:
+    """A value whose text changes the image being written (found in review: the compiled
+    writer held borrowed values, and wrote freed memory)."""
+
+    def __init__(self, image: dict[str, Any]) -> None:
+        self.image = image
+
+    def __str__(self) -> str:
+        self.image.clear()
+        return "meddled"
+
+
+@needs_compiled
+def test_a_formatter_that_changes_the_image_makes_the_writers_give_up() -> None:
+    image: dict[str, Any] = {"a": None, "b": "x" * 40}
+    image["a"] = _Meddler(image)
+    columns = ((b'"a":', "a", compiled.CALL, 0, str), (b'"b":', "b", compiled.STR, 0, str))
+    assert compiled.values.text_object(columns, image) is None
+    image = {"a": None, "b": "x" * 40}
+    image["a"] = _Meddler(image)
+    heads = ((b'"a":{"v":', "a", compiled.CALL, 0, str), (b'"b":{"v":', "b", compiled.STR, 0, str))
+    assert compiled.values.column_object(heads, image) is None
+
+
+@needs_compiled
+def test_images_that_are_not_plain_dicts_are_left_to_python() -> None:
+    import collections
+
+    image = collections.defaultdict(lambda: None, a="x")  # image["b"] would be None
+    columns = ((b'"a":', "a", compiled.STR, 0, str), (b'"b":', "b", compiled.STR, 0, str))
+    assert compiled.values.text_object(columns, image) is None
+
+
+@needs_compiled
+def test_canal_rows_reads_a_snapshot_of_its_list() -> None:
+    rows = [e for e in Workload(seed=3, rows=12, tables=1).events() if isinstance(e, RowChange)]
+    encoder = make_encoder("canal-json", {})
+    run = list(rows)
+
+    def layout_of(schema: Any) -> Any:
+        run.clear()  # Python code pulling the rows away mid-call
+        return encoder._layout(schema)
+
+    values = compiled.values.canal_rows(layout_of, run, 5, False)
+    assert len(values) == len(rows) and all(isinstance(v, bytes) for v in values)
+
+
+@needs_compiled
+def test_an_interrupt_in_a_row_attribute_propagates() -> None:
+    class Row:
+        @property
+        def kind(self) -> Any:
+            raise KeyboardInterrupt
+
+    encoder = make_encoder("canal-json", {})
+    schema = next(
+        e for e in Workload(seed=3, rows=4, tables=1).events() if isinstance(e, RowChange)
+    ).schema
+    with pytest.raises(KeyboardInterrupt):
+        compiled.values.canal_row(encoder._layout(schema), Row(), 5, False)

@@ -804,9 +804,12 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     /* Room sized by the input (not by anything a message says): images hold about half of
        a message's bytes, so growing the largest buffers by doubling (a copy each time, and
        fresh pages) is mostly avoided. */
-    if (buf_reserve(&b.after.values.bytes, data.len / 2) < 0 ||
-        buf_reserve(&b.before.values.bytes, data.len / 4) < 0 ||
-        buf_reserve(&b.after.keys.bytes, data.len / 8) < 0)
+    Py_ssize_t input = n > 0 && offs[0] >= 0 && offs[n] >= offs[0] && offs[n] <= data.len
+                           ? offs[n] - offs[0] /* this column's messages, not its parent's */
+                           : 0;
+    if (buf_reserve(&b.after.values.bytes, input / 2) < 0 ||
+        buf_reserve(&b.before.values.bytes, input / 4) < 0 ||
+        buf_reserve(&b.after.keys.bytes, input / 8) < 0)
         goto done;
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t start = offs[i], stop = offs[i + 1];

@@ -871,6 +871,11 @@ static int float_chars(double value, int bits, char *buf) {
 
 static PyObject *str_f_format;
 
+/* Formatters run Python code, which may change the image being written; the Python loop
+   would then see the change for the later columns.  Counting the calls lets a writer check
+   afterwards that its image still holds the values it wrote (else it gives up). */
+static unsigned long python_calls;
+
 static void put_date(char *p, PyObject *v) { /* YYYY-MM-DD; years are 1..9999 */
     put_digits(p, PyDateTime_GET_YEAR(v), 4);
     p[4] = '-';
@@ -958,6 +963,7 @@ static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallb
     default:
         break;
     }
+    python_calls++;
     PyObject *text = PyObject_CallOneArg(fallback, v);
     if (text && !PyUnicode_CheckExact(text)) {
         Py_DECREF(text);
@@ -979,7 +985,7 @@ static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallb
 typedef struct {
     Out *out;
     Py_ssize_t *start, *len; /* per column; len -1 when the image lacks it */
-    PyObject **value;        /* per column, the value written (borrowed from the image) */
+    PyObject **value;        /* per column, the value written (a reference the Spans holds) */
 } Spans;
 
 /* One column's value of a text object: null, the twin's text of the same object, or its
@@ -999,18 +1005,35 @@ static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
 /* Writes the JSON object of an image's text (see text_object); 0, or -1 to give up.
    `record` (or NULL) receives where each value went; `twin` (or NULL) is a recorded image
    whose texts are copied for the values it holds too. */
-/* The image's value for each column spec (borrowed; NULL where the image lacks it), each
-   prefetched: rows live apart in memory, and waiting for each value's first cache line in
-   turn was what writing a row cost most.  Returns `stack` when it has room for them, else
-   an array to PyMem_Free; NULL to give up. */
+/* The image's value for each column spec (a new reference; NULL where the image lacks it),
+   each prefetched: rows live apart in memory, and waiting for each value's first cache line
+   in turn was what writing a row cost most.  The references keep the values alive while
+   formatters (Python code) run.  Returns `stack` when it has room for them, else an array;
+   release both with `release`.  NULL to give up: an image that is not exactly a dict (a
+   subclass's __missing__ would answer differently from the Python loop's image[name]). */
 #define GATHER_STACK 128
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(p) __builtin_prefetch(p)
 #else
 #define PREFETCH(p) ((void)(p))
 #endif
+static void release(PyObject **values, Py_ssize_t count, PyObject **stack) {
+    for (Py_ssize_t i = 0; i < count; i++) Py_XDECREF(values[i]);
+    if (values != stack) PyMem_Free(values);
+}
+
+/* Whether the image still holds exactly `values` (see python_calls). */
+static int unchanged(PyObject *columns, PyObject *image, PyObject **values) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
+        PyObject *now = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(PyTuple_GET_ITEM(columns, i), 1));
+        if (now != values[i]) return 0;
+        if (!now && PyErr_Occurred()) return 0;
+    }
+    return 1;
+}
+
 static PyObject **gather(PyObject *columns, PyObject *image, PyObject **stack) {
-    if (!PyTuple_Check(columns) || !PyDict_Check(image)) return NULL;
+    if (!PyTuple_Check(columns) || !PyDict_CheckExact(image)) return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(columns);
     PyObject **values = count <= GATHER_STACK ? stack : PyMem_Malloc(count * sizeof *values);
     if (!values) return NULL;
@@ -1020,12 +1043,17 @@ static PyObject **gather(PyObject *columns, PyObject *image, PyObject **stack) {
             !PyBytes_Check(PyTuple_GET_ITEM(spec, 0)))
             goto fail;
         values[i] = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(spec, 1));
-        if (values[i]) PREFETCH(values[i]);
-        else if (PyErr_Occurred()) goto fail;
+        if (values[i]) {
+            Py_INCREF(values[i]);
+            PREFETCH(values[i]);
+        } else if (PyErr_Occurred()) {
+            release(values, i, stack);
+            return NULL;
+        }
     }
     return values;
 fail:
-    if (values != stack) PyMem_Free(values);
+    release(values, 0, stack);
     return NULL;
 }
 
@@ -1033,11 +1061,20 @@ static int out_text_object(Out *o, PyObject *columns, PyObject *image, Spans *re
                            const Spans *twin) {
     PyObject *stack[GATHER_STACK], **values = gather(columns, image, stack);
     if (!values) return -1;
+    Py_ssize_t count = PyTuple_GET_SIZE(columns);
+    if (record) { /* the record holds the values (their references) for the twin's pass */
+        for (Py_ssize_t i = 0; i < count; i++) {
+            record->len[i] = -1;
+            record->value[i] = values[i];
+            values[i] = NULL;
+        }
+    }
     int r = -1, first = 1;
+    unsigned long calls = python_calls;
     if (out_literal(o, "{") < 0) goto done;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
-        PyObject *spec = PyTuple_GET_ITEM(columns, i), *value = values[i];
-        if (record) record->len[i] = -1;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *spec = PyTuple_GET_ITEM(columns, i);
+        PyObject *value = record ? record->value[i] : values[i];
         if (!value) continue;
         PyObject *key = PyTuple_GET_ITEM(spec, 0);
         if ((!first && out_literal(o, ",") < 0) ||
@@ -1046,11 +1083,13 @@ static int out_text_object(Out *o, PyObject *columns, PyObject *image, Spans *re
         first = 0;
         Py_ssize_t start = o->len;
         if (out_value_text(o, spec, value, i, twin) < 0) goto done;
-        if (record) record->start[i] = start, record->len[i] = o->len - start, record->value[i] = value;
+        if (record) record->start[i] = start, record->len[i] = o->len - start;
     }
+    if (calls != python_calls && !unchanged(columns, image, record ? record->value : values))
+        goto done;
     r = out_literal(o, "}");
 done:
-    if (values != stack) PyMem_Free(values);
+    release(values, count, stack);
     return r;
 }
 
@@ -1140,12 +1179,14 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
     PyObject *prefix = PyTuple_GET_ITEM(layout, 1), *mysql_types = PyTuple_GET_ITEM(layout, 2);
     PyObject *sql_types = PyTuple_GET_ITEM(layout, 6);
     if (!PyBytes_Check(prefix) || !PyBytes_Check(mysql_types)) return defer();
+    /* each attribute only while no error is pending (a property may run Python code) */
     PyObject *kind = PyObject_GetAttr(row, str_kind);
-    PyObject *before = PyObject_GetAttr(row, str_before);
-    PyObject *after = PyObject_GetAttr(row, str_after);
-    PyObject *ts = PyObject_GetAttr(row, str_commit_ts);
+    PyObject *before = kind ? PyObject_GetAttr(row, str_before) : NULL;
+    PyObject *after = before ? PyObject_GetAttr(row, str_after) : NULL;
+    PyObject *ts = after ? PyObject_GetAttr(row, str_commit_ts) : NULL;
     Out o = {NULL, 0, 0}, d = {NULL, 0, 0}; /* the message, and its data row */
-    Py_ssize_t *spans = NULL;
+    Py_ssize_t *spans = NULL, held_count = 0;
+    PyObject **held = NULL; /* the data row's values, held until the old row is written */
     PyObject *columns = PyTuple_GET_ITEM(layout, 0);
     const char *text;
     PyObject *data;
@@ -1186,7 +1227,10 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
         Py_ssize_t count = PyTuple_GET_SIZE(columns);
         spans = PyMem_Malloc((sizeof(Py_ssize_t) * 2 + sizeof(PyObject *)) * (count ? count : 1));
         if (!spans) goto fail;
-        Spans written = {&d, spans, spans + count, (PyObject **)(spans + 2 * count)};
+        held = (PyObject **)(spans + 2 * count);
+        for (Py_ssize_t i = 0; i < count; i++) held[i] = NULL;
+        held_count = count;
+        Spans written = {&d, spans, spans + count, held};
         if (out_text_object(&d, columns, after, &written, NULL) < 0 || out_literal(&o, "[") < 0 ||
             out_text_object(&o, columns, before, NULL, &written) < 0 || out_literal(&o, "]") < 0)
             goto fail;
@@ -1202,10 +1246,12 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
     if (out_literal(&o, "}") < 0) goto fail;
     canal_size_hint = o.len < 65536 ? o.len + 64 : 65536;
     Py_DECREF(kind), Py_DECREF(before), Py_DECREF(after), Py_DECREF(ts);
+    release(held, held_count, held);
     PyMem_Free(d.p), PyMem_Free(spans);
     return out_bytes(&o);
 fail:
     Py_XDECREF(kind), Py_XDECREF(before), Py_XDECREF(after), Py_XDECREF(ts);
+    release(held, held_count, held);
     PyMem_Free(o.p), PyMem_Free(d.p), PyMem_Free(spans);
     return defer();
 }
@@ -1216,14 +1262,15 @@ static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     }
     long long ts_ms = args[2] == Py_None ? now_ms() : PyLong_AsLongLong(args[2]);
+    if (ts_ms == -1 && PyErr_Occurred()) return defer();
     int with_tidb = PyObject_IsTrue(args[3]);
-    if ((ts_ms == -1 && PyErr_Occurred()) || with_tidb < 0) return defer();
+    if (with_tidb < 0) return defer();
     return canal_message(args[0], args[1], ts_ms, with_tidb);
 }
 
 /* canal_rows(layout_of, rows, now_ms, with_tidb) -> list of (bytes | None) | None
      layout_of: schema -> its layout (called when a row's schema differs from the last one's)
-     rows:      a list of RowChange, the caller's own (nothing else changes it meanwhile)
+     rows:      a list of RowChange (read from a snapshot taken on entry)
    canal_row for each row, None where the encoder must write the row; None for all of them
    when now_ms is not a C long. */
 static PyObject *str_schema;
@@ -1233,15 +1280,22 @@ static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_TypeError, "canal_rows(layout_of, rows, now_ms, with_tidb)");
         return NULL;
     }
-    PyObject *layout_of = args[0], *rows = args[1];
+    PyObject *layout_of = args[0];
     long long ts_ms = args[2] == Py_None ? now_ms() : PyLong_AsLongLong(args[2]);
+    if (ts_ms == -1 && PyErr_Occurred()) return defer(); /* a clock's odd value */
     int with_tidb = PyObject_IsTrue(args[3]);
-    if ((ts_ms == -1 && PyErr_Occurred()) || with_tidb < 0) return defer(); /* a clock's odd value */
-    Py_ssize_t count = PyList_GET_SIZE(rows);
+    if (with_tidb < 0) return defer();
+    /* a snapshot: Python code run from here (layout_of, formatters) cannot pull rows away */
+    PyObject *rows = PyList_AsTuple(args[1]);
+    if (!rows) return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(rows);
     PyObject *out = PyList_New(count), *last_schema = NULL, *layout = NULL;
-    if (!out) return NULL;
+    if (!out) {
+        Py_DECREF(rows);
+        return NULL;
+    }
     for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i), *message;
+        PyObject *row = PyTuple_GET_ITEM(rows, i), *message;
         PyObject *schema = PyObject_GetAttr(row, str_schema);
         if (!schema) {
             message = defer();
@@ -1259,10 +1313,11 @@ static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyList_SET_ITEM(out, i, message);
     }
     Py_XDECREF(last_schema), Py_XDECREF(layout);
+    Py_DECREF(rows);
     return out;
 fail:
     Py_XDECREF(last_schema), Py_XDECREF(layout);
-    Py_DECREF(out);
+    Py_DECREF(rows), Py_DECREF(out);
     return NULL;
 }
 
@@ -1350,6 +1405,7 @@ static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t
     if (!values) return defer();
     Out o = {NULL, 0, 0};
     int first = 1;
+    unsigned long calls = python_calls;
     if (out_literal(&o, "{") < 0) goto fail;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
         PyObject *spec = PyTuple_GET_ITEM(columns, i), *value = values[i];
@@ -1368,11 +1424,12 @@ static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t
                      out_json_value(&o, kind, fsp, value, PyTuple_GET_ITEM(spec, 4)) < 0;
         if (failed || out_literal(&o, "}") < 0) goto fail;
     }
+    if (calls != python_calls && !unchanged(columns, args[1], values)) goto fail;
     if (out_literal(&o, "}") < 0) goto fail;
-    if (values != stack) PyMem_Free(values);
+    release(values, PyTuple_GET_SIZE(columns), stack);
     return out_bytes(&o);
 fail:
-    if (values != stack) PyMem_Free(values);
+    release(values, PyTuple_GET_SIZE(columns), stack);
     PyMem_Free(o.p);
     return defer();
 }

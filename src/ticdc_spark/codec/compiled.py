@@ -87,11 +87,14 @@ def text_kind(ctype: ColumnType) -> tuple[int, int]:
     have no text form here: each codec writes its own.
 
     The fsp is what the formatter does with the column's ``decimal``: -1 when it is unknown
-    (six digits, trailing zeros cut), 0 for none or less (no fraction), 6 for six or more
-    (every digit there is); other kinds ignore it."""
+    (six digits, trailing zeros cut), 0 for none or less (no fraction); other kinds ignore it.
+    Over six (no MySQL column has it) the formatter's own cut is kept: it would print what an
+    aware datetime's isoformat has after the microseconds."""
     kind = _TEXT_KIND_OF.get(ctype.family, CALL)
     if kind not in (DATETIME, TIME):
         return kind, 0
     if ctype.decimal is None:
         return kind, -1
-    return kind, min(max(ctype.decimal, 0), 6)
+    if ctype.decimal > 6:
+        return CALL, 0
+    return kind, max(ctype.decimal, 0)
