@@ -985,7 +985,7 @@ static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallb
 typedef struct {
     Out *out;
     Py_ssize_t *start, *len; /* per column; len -1 when the image lacks it */
-    PyObject **value;        /* per column, the value written (a reference the Spans holds) */
+    PyObject **value;        /* per column, the value written (borrowed from the image) */
 } Spans;
 
 /* One column's value of a text object: null, the twin's text of the same object, or its
@@ -1005,11 +1005,12 @@ static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
 /* Writes the JSON object of an image's text (see text_object); 0, or -1 to give up.
    `record` (or NULL) receives where each value went; `twin` (or NULL) is a recorded image
    whose texts are copied for the values it holds too. */
-/* The image's value for each column spec (a new reference; NULL where the image lacks it),
-   each prefetched: rows live apart in memory, and waiting for each value's first cache line
-   in turn was what writing a row cost most.  The references keep the values alive while
-   formatters (Python code) run.  Returns `stack` when it has room for them, else an array;
-   release both with `release`.  NULL to give up: an image that is not exactly a dict (a
+/* The image's value for each column spec (borrowed; NULL where the image lacks it), each
+   prefetched: rows live apart in memory, and waiting for each value's first cache line in
+   turn was what writing a row cost most.  The values are borrowed from the image: a writer
+   that has let Python code run (python_calls moved) checks that the image still holds them
+   before it uses another (`unchanged`).  Returns `stack` when it has room for them, else an
+   array; free it with `release`.  NULL to give up: an image that is not exactly a dict (a
    subclass's __missing__ would answer differently from the Python loop's image[name]). */
 #define GATHER_STACK 128
 #if defined(__GNUC__) || defined(__clang__)
@@ -1017,13 +1018,23 @@ static int out_value_text(Out *o, PyObject *spec, PyObject *value, Py_ssize_t i,
 #else
 #define PREFETCH(p) ((void)(p))
 #endif
-static void release(PyObject **values, Py_ssize_t count, PyObject **stack) {
-    for (Py_ssize_t i = 0; i < count; i++) Py_XDECREF(values[i]);
+static void release(PyObject **values, PyObject **stack) {
     if (values != stack) PyMem_Free(values);
+}
+
+/* Whether every key of a dict is exactly a str: looking one up then runs no Python code
+   (a str subclass's __eq__ could change the dict under borrowed values). */
+static int str_keys(PyObject *dict) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(dict, &pos, &key, &value))
+        if (!PyUnicode_CheckExact(key)) return 0;
+    return 1;
 }
 
 /* Whether the image still holds exactly `values` (see python_calls). */
 static int unchanged(PyObject *columns, PyObject *image, PyObject **values) {
+    if (!str_keys(image)) return 0;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
         PyObject *now = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(PyTuple_GET_ITEM(columns, i), 1));
         if (now != values[i]) return 0;
@@ -1033,7 +1044,7 @@ static int unchanged(PyObject *columns, PyObject *image, PyObject **values) {
 }
 
 static PyObject **gather(PyObject *columns, PyObject *image, PyObject **stack) {
-    if (!PyTuple_Check(columns) || !PyDict_CheckExact(image)) return NULL;
+    if (!PyTuple_Check(columns) || !PyDict_CheckExact(image) || !str_keys(image)) return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(columns);
     PyObject **values = count <= GATHER_STACK ? stack : PyMem_Malloc(count * sizeof *values);
     if (!values) return NULL;
@@ -1043,17 +1054,12 @@ static PyObject **gather(PyObject *columns, PyObject *image, PyObject **stack) {
             !PyBytes_Check(PyTuple_GET_ITEM(spec, 0)))
             goto fail;
         values[i] = PyDict_GetItemWithError(image, PyTuple_GET_ITEM(spec, 1));
-        if (values[i]) {
-            Py_INCREF(values[i]);
-            PREFETCH(values[i]);
-        } else if (PyErr_Occurred()) {
-            release(values, i, stack);
-            return NULL;
-        }
+        if (values[i]) PREFETCH(values[i]);
+        else if (PyErr_Occurred()) goto fail;
     }
     return values;
 fail:
-    release(values, 0, stack);
+    release(values, stack);
     return NULL;
 }
 
@@ -1061,20 +1067,12 @@ static int out_text_object(Out *o, PyObject *columns, PyObject *image, Spans *re
                            const Spans *twin) {
     PyObject *stack[GATHER_STACK], **values = gather(columns, image, stack);
     if (!values) return -1;
-    Py_ssize_t count = PyTuple_GET_SIZE(columns);
-    if (record) { /* the record holds the values (their references) for the twin's pass */
-        for (Py_ssize_t i = 0; i < count; i++) {
-            record->len[i] = -1;
-            record->value[i] = values[i];
-            values[i] = NULL;
-        }
-    }
     int r = -1, first = 1;
     unsigned long calls = python_calls;
     if (out_literal(o, "{") < 0) goto done;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *spec = PyTuple_GET_ITEM(columns, i);
-        PyObject *value = record ? record->value[i] : values[i];
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++) {
+        PyObject *spec = PyTuple_GET_ITEM(columns, i), *value = values[i];
+        if (record) record->len[i] = -1, record->value[i] = value;
         if (!value) continue;
         PyObject *key = PyTuple_GET_ITEM(spec, 0);
         if ((!first && out_literal(o, ",") < 0) ||
@@ -1084,12 +1082,18 @@ static int out_text_object(Out *o, PyObject *columns, PyObject *image, Spans *re
         Py_ssize_t start = o->len;
         if (out_value_text(o, spec, value, i, twin) < 0) goto done;
         if (record) record->start[i] = start, record->len[i] = o->len - start;
+        if (calls != python_calls) {
+            /* A formatter ran Python code.  The borrowed values are alive, and what the
+               Python loop would read, only if the image still holds them; the twin's record
+               may describe objects that are gone, so its texts are no longer copied. */
+            if (!unchanged(columns, image, values)) goto done;
+            calls = python_calls;
+            twin = NULL;
+        }
     }
-    if (calls != python_calls && !unchanged(columns, image, record ? record->value : values))
-        goto done;
     r = out_literal(o, "}");
 done:
-    release(values, count, stack);
+    release(values, stack);
     return r;
 }
 
@@ -1185,8 +1189,7 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
     PyObject *after = before ? PyObject_GetAttr(row, str_after) : NULL;
     PyObject *ts = after ? PyObject_GetAttr(row, str_commit_ts) : NULL;
     Out o = {NULL, 0, 0}, d = {NULL, 0, 0}; /* the message, and its data row */
-    Py_ssize_t *spans = NULL, held_count = 0;
-    PyObject **held = NULL; /* the data row's values, held until the old row is written */
+    Py_ssize_t *spans = NULL;
     PyObject *columns = PyTuple_GET_ITEM(layout, 0);
     const char *text;
     PyObject *data;
@@ -1227,10 +1230,7 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
         Py_ssize_t count = PyTuple_GET_SIZE(columns);
         spans = PyMem_Malloc((sizeof(Py_ssize_t) * 2 + sizeof(PyObject *)) * (count ? count : 1));
         if (!spans) goto fail;
-        held = (PyObject **)(spans + 2 * count);
-        for (Py_ssize_t i = 0; i < count; i++) held[i] = NULL;
-        held_count = count;
-        Spans written = {&d, spans, spans + count, held};
+        Spans written = {&d, spans, spans + count, (PyObject **)(spans + 2 * count)};
         if (out_text_object(&d, columns, after, &written, NULL) < 0 || out_literal(&o, "[") < 0 ||
             out_text_object(&o, columns, before, NULL, &written) < 0 || out_literal(&o, "]") < 0)
             goto fail;
@@ -1246,12 +1246,10 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
     if (out_literal(&o, "}") < 0) goto fail;
     canal_size_hint = o.len < 65536 ? o.len + 64 : 65536;
     Py_DECREF(kind), Py_DECREF(before), Py_DECREF(after), Py_DECREF(ts);
-    release(held, held_count, held);
     PyMem_Free(d.p), PyMem_Free(spans);
     return out_bytes(&o);
 fail:
     Py_XDECREF(kind), Py_XDECREF(before), Py_XDECREF(after), Py_XDECREF(ts);
-    release(held, held_count, held);
     PyMem_Free(o.p), PyMem_Free(d.p), PyMem_Free(spans);
     return defer();
 }
@@ -1423,13 +1421,16 @@ static PyObject *column_object(PyObject *self, PyObject *const *args, Py_ssize_t
                      spec_int(PyTuple_GET_ITEM(spec, 3), -1, 6, &fsp) < 0 ||
                      out_json_value(&o, kind, fsp, value, PyTuple_GET_ITEM(spec, 4)) < 0;
         if (failed || out_literal(&o, "}") < 0) goto fail;
+        if (calls != python_calls) { /* Python code ran: see out_text_object */
+            if (!unchanged(columns, args[1], values)) goto fail;
+            calls = python_calls;
+        }
     }
-    if (calls != python_calls && !unchanged(columns, args[1], values)) goto fail;
     if (out_literal(&o, "}") < 0) goto fail;
-    release(values, PyTuple_GET_SIZE(columns), stack);
+    release(values, stack);
     return out_bytes(&o);
 fail:
-    release(values, PyTuple_GET_SIZE(columns), stack);
+    release(values, stack);
     PyMem_Free(o.p);
     return defer();
 }
