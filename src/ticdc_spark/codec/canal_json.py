@@ -400,12 +400,15 @@ class CanalJSONEncoder:
             out.extend(map(self._row_message, rows))
             return
         limit = self.options.max_message_bytes - RECORD_OVERHEAD
+        append, last, names = out.append, None, ("", "")
         for row, value in zip(rows, values, strict=True):
             if value is None or len(value) > limit:  # left to Python, or a large message
-                out.append(self._row_message(row))
-            else:
-                schema = row.schema
-                out.append(Message(None, value, _DISPATCH, schema.database, schema.table, rows=1))
+                append(self._row_message(row))
+                continue
+            if row.schema is not last:  # a run of one table's rows looks its names up once
+                last = row.schema
+                names = (last.database, last.table)
+            append(Message(None, value, _DISPATCH, *names, 1))
 
     def _layout(self, schema: TableSchema) -> tuple[Any, ...]:
         return self._plan(schema, False).layout
