@@ -507,10 +507,10 @@ static int json_escape(const char *s, Py_ssize_t i, Py_ssize_t n, char *esc) {
     }
 }
 
-/* The index of the first byte at or after i that JSON_SPECIAL marks (or, with `high`, that
-   is 0x80 or more), or n.  Texts are mostly plain: SSE2 (every x86-64 has it) looks at 16
-   bytes at a time; elsewhere a byte at a time. */
-static Py_ssize_t plain_until(const unsigned char *s, Py_ssize_t i, Py_ssize_t n, int high) {
+/* The index of the first byte at or after i that JSON_SPECIAL marks, or n.  Texts are mostly
+   plain: SSE2 (every x86-64 has it) looks at 16 bytes at a time; elsewhere a byte at a
+   time. */
+static Py_ssize_t plain_until(const unsigned char *s, Py_ssize_t i, Py_ssize_t n) {
 #ifdef __SSE2__
     const __m128i below = _mm_set1_epi8(0x1F), quote = _mm_set1_epi8('"');
     const __m128i backslash = _mm_set1_epi8('\\'), lt = _mm_set1_epi8('<');
@@ -524,12 +524,11 @@ static Py_ssize_t plain_until(const unsigned char *s, Py_ssize_t i, Py_ssize_t n
         hit = _mm_or_si128(hit, _mm_cmpeq_epi8(x, lt));
         hit = _mm_or_si128(hit, _mm_cmpeq_epi8(x, gt));
         hit = _mm_or_si128(hit, _mm_cmpeq_epi8(x, amp));
-        int mask = _mm_movemask_epi8(hit);
-        mask |= high ? _mm_movemask_epi8(x) : _mm_movemask_epi8(_mm_cmpeq_epi8(x, e2));
+        int mask = _mm_movemask_epi8(hit) | _mm_movemask_epi8(_mm_cmpeq_epi8(x, e2));
         if (mask) return i + __builtin_ctz((unsigned)mask);
     }
 #endif
-    while (i < n && !JSON_SPECIAL[s[i]] && !(high && s[i] >= 0x80)) i++;
+    while (i < n && !JSON_SPECIAL[s[i]]) i++;
     return i;
 }
 
@@ -538,7 +537,7 @@ static int out_json_utf8(Out *o, const char *s, Py_ssize_t n) {
     o->p[o->len++] = '"';
     Py_ssize_t start = 0, i = 0;
     for (;;) {
-        i = plain_until((const unsigned char *)s, i, n, 0);
+        i = plain_until((const unsigned char *)s, i, n);
         if (i == n) break;
         char esc[6];
         int width = json_escape(s, i, n, esc);
@@ -561,11 +560,9 @@ static int out_json_latin1(Out *o, const unsigned char *s, Py_ssize_t n) {
     if (out_grow(o, 2 * n + 2) < 0) return -1;
     char *p = o->p + o->len;
     *p++ = '"';
+    /* a byte at a time: binary values are mostly not plain text, so scanning ahead for
+       plain runs (as out_json_utf8 does) costs more than it saves */
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t plain = plain_until(s, i, n, 1);
-        memcpy(p, s + i, plain - i);
-        p += plain - i;
-        if ((i = plain) == n) break;
         unsigned char c = s[i];
         if (c >= 0x80) {
             *p++ = (char)(0xC0 | c >> 6);
