@@ -39,7 +39,7 @@ from ticdc_spark.codec import (
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.errors import DecodeError, EncodeError
 from ticdc_spark.model import Column, RowChange, TableSchema
-from ticdc_spark.types import Family, parse_column_type
+from ticdc_spark.types import parse_column_type
 from ticdc_spark.workload import Workload
 
 needs_compiled = pytest.mark.skipif(
@@ -338,8 +338,7 @@ _canonical = st.one_of(
 @example(value=Decimal("1E+5"))
 def test_each_text_is_the_formatters_own(sql: str, value: Any) -> None:
     ctype = parse_column_type(sql)
-    formatter = canal_json._formatter(ctype)
-    kind, fsp = (compiled.LATIN1, 0) if ctype.family is Family.BYTES else compiled.text_kind(ctype)
+    formatter, kind, fsp = canal_json._formatter(ctype)
     columns = ((b'"c":', "c", kind, fsp, formatter),)
     try:
         expected = go_json(orjson.dumps({"c": None if value is None else formatter(value)}))
@@ -409,8 +408,7 @@ REPRESENTATIVE = {
 @pytest.mark.parametrize(("sql", "value"), sorted(REPRESENTATIVE.items()))
 def test_common_values_are_formatted_in_c(sql: str, value: Any) -> None:
     ctype = parse_column_type(sql)
-    formatter = canal_json._formatter(ctype)
-    kind, fsp = (compiled.LATIN1, 0) if ctype.family is Family.BYTES else compiled.text_kind(ctype)
+    formatter, kind, fsp = canal_json._formatter(ctype)
     assert kind != compiled.CALL
     plain = orjson.dumps({"c": formatter(value)})
     text = compiled.values.text_object(((b'"c":', "c", kind, fsp, formatter),), {"c": value})
@@ -524,7 +522,7 @@ def test_long_texts_are_escaped_as_go_escapes_them(text: str, raw: bytes) -> Non
 @needs_compiled
 def test_decimal_text_does_not_depend_on_the_context_capitals() -> None:
     ctype = parse_column_type("decimal(65,30)")
-    columns = ((b'"c":', "c", compiled.DECIMAL, 0, canal_json._formatter(ctype)),)
+    columns = ((b'"c":', "c", compiled.DECIMAL, 0, canal_json._formatter(ctype)[0]),)
     with decimal.localcontext() as context:
         context.capitals = 0  # str(Decimal("1E+2")) is then "1e+2"
         for text in ("1E+2", "1E-9", "-12.5"):
@@ -600,14 +598,19 @@ def test_canal_rows_reads_a_snapshot_of_its_list() -> None:
 
 @needs_compiled
 def test_an_interrupt_in_a_row_attribute_propagates() -> None:
+    table = next(
+        e for e in Workload(seed=3, rows=4, tables=1).events() if isinstance(e, RowChange)
+    ).schema
+
     class Row:
+        @property
+        def schema(self) -> Any:
+            return table
+
         @property
         def kind(self) -> Any:
             raise KeyboardInterrupt
 
     encoder = make_encoder("canal-json", {})
-    schema = next(
-        e for e in Workload(seed=3, rows=4, tables=1).events() if isinstance(e, RowChange)
-    ).schema
     with pytest.raises(KeyboardInterrupt):
-        compiled.values.canal_row(encoder._layout(schema), Row(), 5, False)
+        compiled.values.canal_rows(encoder._layout, [Row()], 5, False)

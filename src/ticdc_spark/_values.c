@@ -22,7 +22,7 @@
  *
  * Sections: strict text syntaxes and the decoding conversions; Canal-JSON text rows and Open
  * Protocol column objects (decoding); output buffers, Go's JSON escaping, float and temporal
- * text, and the writers text_object, canal_row(s), column_object (encoding); fractional-second
+ * text, and the writers text_object, canal_rows, column_object (encoding); fractional-second
  * digits.
  *
  * Nothing here allocates from a length read in a message: values are Python objects already
@@ -1153,13 +1153,13 @@ static PyObject *exceeding(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromUnsignedLongLong(bits);
 }
 
-/* canal_row(layout, row, now_ms, with_tidb) -> bytes | None
+/* A Canal-JSON row message, for canal_rows (below).
      layout:    (columns as text_object takes them, the message up to the type's text,
                  the mysqlType JSON, RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE,
                  the sqlType JSON or None when it depends on the row, the promotion limits
                  (see exceeding), and the sqlType JSON by promotion bits seen so far)
      row:       a RowChange with full images
-     now_ms:    the "ts" field, or None for the wall clock now
+     ts_ms:     the "ts" field
    A whole Canal-JSON row message with a full `old` and no handle-key or claim-check marks
    (the encoder writes the others); None for anything else, or for an sqlType not yet seen,
    and the encoder writes it. */
@@ -1251,22 +1251,10 @@ fail:
     return defer();
 }
 
-static PyObject *canal_row(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "canal_row(layout, row, now_ms, with_tidb)");
-        return NULL;
-    }
-    long long ts_ms = args[2] == Py_None ? now_ms() : PyLong_AsLongLong(args[2]);
-    if (ts_ms == -1 && PyErr_Occurred()) return defer();
-    int with_tidb = PyObject_IsTrue(args[3]);
-    if (with_tidb < 0) return defer();
-    return canal_message(args[0], args[1], ts_ms, with_tidb);
-}
-
 /* canal_rows(layout_of, rows, now_ms, with_tidb) -> list of (bytes | None) | None
      layout_of: schema -> its layout (called when a row's schema differs from the last one's)
      rows:      a list of RowChange (read from a snapshot taken on entry)
-   canal_row for each row, None where the encoder must write the row; None for all of them
+   canal_message for each row, None where the encoder must write the row; None for all of them
    when now_ms is not a C long. */
 static PyObject *str_schema;
 
@@ -1491,8 +1479,6 @@ static PyMethodDef methods[] = {
      "A row image as Open Protocol's column objects, or None to use Python."},
     {"exceeding", (PyCFunction)(void (*)(void))exceeding, METH_FASTCALL,
      "A bit per (name, largest) limit the image's int value is above."},
-    {"canal_row", (PyCFunction)(void (*)(void))canal_row, METH_FASTCALL,
-     "A whole Canal-JSON row message, or None to use Python."},
     {"canal_rows", (PyCFunction)(void (*)(void))canal_rows, METH_FASTCALL,
      "Canal-JSON row messages for a list of rows, None where Python must write one."},
     {"first_fsps", (PyCFunction)(void (*)(void))first_fsps, METH_FASTCALL,

@@ -284,11 +284,12 @@ def plain_type_desc(ctype: ColumnType) -> str:
 # Values
 
 
-def _formatter(ctype: ColumnType) -> Callable[[Any], str]:
-    """Canonical value -> the string in ``data``/``old``."""
+def _formatter(ctype: ColumnType) -> tuple[Callable[[Any], str], int, int]:
+    """Canonical value -> the string in ``data``/``old``: the function, and the (kind, fsp)
+    telling compiled_values the same."""
     if ctype.family is Family.BYTES:
-        return _latin1
-    return text_formatter(ctype)
+        return _latin1, LATIN1, 0
+    return text_formatter(ctype), *text_kind(ctype)
 
 
 _latin1: Callable[[bytes], str] = operator.methodcaller("decode", "latin-1")
@@ -572,19 +573,15 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
     describe = full_type_desc if full_types else plain_type_desc
     mysql_types = go_json(orjson.dumps({c.name: describe(c.type) for c in columns}))
     constant = None if promotions else go_json(orjson.dumps(base_codes or None))
+    writers = [(c.name, *_formatter(c.type)) for c in columns]
     compiled = tuple(
-        (
-            go_json(orjson.dumps(c.name)) + b":",
-            c.name,
-            *((LATIN1, 0) if c.type.family is Family.BYTES else text_kind(c.type)),
-            _formatter(c.type),
-        )
-        for c in columns
+        (go_json(orjson.dumps(name)) + b":", name, kind, fsp, fmt)
+        for name, fmt, kind, fsp in writers
     )
     promoted_text: dict[int, bytes] = {}
     return _EncodePlan(
         prefix,
-        tuple((c.name, _formatter(c.type)) for c in columns),
+        tuple((name, fmt) for name, fmt, _, _ in writers),
         constant,
         base_codes,
         promotions,

@@ -1,14 +1,15 @@
 """The codecs' compiled per-column loops (``ticdc_spark._values``, C), when they are built.
 
-Decoding a row is a loop over its columns; in Python the loop costs more than parsing the
-JSON, so ``_values`` runs it in C (see its header for why no library fits).  Each codec keeps
-its Python loop: the compiled one returns None for anything not plainly right, and the Python
-loop then gives the same answer or the precise error.  Without a C compiler at install time
-``values`` is None and only the Python loops run.
+Decoding or encoding a row is a loop over its columns; in Python the loop costs more than
+parsing or writing the JSON, so ``_values`` runs it in C (see its header for why no library
+fits).  Each codec keeps its Python loop: the compiled one returns None for anything not
+plainly right, and the Python loop then gives the same answer or the precise error.  Without
+a C compiler at install time ``values`` is None and only the Python loops run.
 
 A codec describes each column to the compiled loop by a *kind* (what C can convert itself) and
 its own Python function for the column, which C calls for values outside the kind's strict
-syntax.  :func:`kind_of` picks the kind from that function.
+syntax.  :func:`kind_of` picks a decoding kind from that function, :func:`text_kind` an
+encoding kind from the column type.
 """
 
 from __future__ import annotations

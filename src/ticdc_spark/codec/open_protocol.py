@@ -198,37 +198,25 @@ def _column_type(code: int, flags: int) -> ColumnType:
 # Values: canonical <-> the JSON value in "v".
 
 
-def _wire_encoder(ctype: ColumnType, code: int) -> Callable[[Any], Any]:
+def _wire_encoder(ctype: ColumnType, code: int) -> tuple[Callable[[Any], Any], int, int]:
+    """How a column's canonical values become the JSON value in "v": the function, and the
+    (kind, fsp) telling compiled_values.column_object the same."""
     family = ctype.family
     if code in _BASE64_CODES:
-        return _to_base64 if family is Family.BYTES else _text_to_base64
+        if family is Family.BYTES:
+            return _to_base64, BASE64, 0
+        return _text_to_base64, BASE64_TEXT, 0
     if family is Family.BYTES:  # BINARY/VARBINARY
-        return go_quote
+        return go_quote, GO_QUOTED, 0
     if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
-        return _identity
+        return _identity, INT, 0
     if family is Family.FLOAT:
-        return lambda v: orjson.Fragment(go_json_float(v, 32))
+        return lambda v: orjson.Fragment(go_json_float(v, 32)), FLOAT32, 0
     if family is Family.DOUBLE:
-        return lambda v: orjson.Fragment(go_json_float(v, 64))
+        return lambda v: orjson.Fragment(go_json_float(v, 64)), DOUBLE, 0
     if family is Family.UNKNOWN:
-        return lambda v: v.decode("latin-1") if isinstance(v, bytes) else v
-    return text_formatter(ctype)
-
-
-def _wire_kind(ctype: ColumnType, code: int) -> tuple[int, int]:
-    """(kind, fsp) of :func:`_wire_encoder` for compiled_values.column_object."""
-    family = ctype.family
-    if code in _BASE64_CODES:
-        return (BASE64 if family is Family.BYTES else BASE64_TEXT), 0
-    if family is Family.BYTES:
-        return GO_QUOTED, 0
-    if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
-        return INT, 0
-    if family in (Family.FLOAT, Family.DOUBLE):
-        return (FLOAT32 if family is Family.FLOAT else DOUBLE), 0
-    if family is Family.UNKNOWN:
-        return CALL, 0
-    return text_kind(ctype)
+        return lambda v: v.decode("latin-1") if isinstance(v, bytes) else v, CALL, 0
+    return text_formatter(ctype), *text_kind(ctype)
 
 
 def _identity(value: Any) -> Any:
@@ -538,9 +526,10 @@ class OpenProtocolEncoder:
                 entry["h"] = True
             entry["f"] = flags
             entry["v"] = None
-            columns.append(_ColumnPlan(column.name, _wire_encoder(column.type, code), entry))
+            encode, kind, fsp = _wire_encoder(column.type, code)
+            columns.append(_ColumnPlan(column.name, encode, entry))
             head = go_json(orjson.dumps(column.name) + b":" + orjson.dumps(entry)[: -len(b"null}")])
-            compiled.append((head, column.name, *_wire_kind(column.type, code), columns[-1].encode))
+            compiled.append((head, column.name, kind, fsp, encode))
         fill = [(c.name, None if c.encode is _identity else c.encode, c.entry) for c in columns]
         names = b""
         if schema.database:
