@@ -208,6 +208,41 @@ def test_shapes_changing_inside_a_batch_keep_the_schema_column_right() -> None:
 
 
 @needs_scanner
+def test_repeated_type_maps_and_shapes_are_reused_only_when_byte_identical() -> None:
+    """The scanner skips a ``mysqlType``/``sqlType``/``pkNames`` value whose bytes equal one
+    it checked earlier in the batch, and numbers a message's shape by the previous one's when
+    they are the same: near misses (spacing, a changed type, a truncated or over-closed value
+    right after a remembered one, other data keys, another key or table) must not be taken
+    for them."""
+    types = {"id": "int", "v": "varchar"}
+    base = _row(mysqlType=types, data=[{"id": "1", "v": "x"}])
+    spelled = b'"mysqlType":{"id":"int","v":"varchar"}'
+    assert spelled in base
+    variants = [
+        base.replace(spelled, b'"mysqlType":{"id":"int", "v":"varchar"}'),
+        base.replace(spelled, b'"mysqlType":{"id":"int","v":"text"}'),
+        base.replace(spelled, spelled + b"}"),
+        base.replace(spelled, spelled[:-1]),
+        base[: base.index(spelled) + len(spelled)],
+        _row(mysqlType=types, data=[{"v": "x", "id": "2"}]),
+        _row(mysqlType=types, pkNames=["v"], data=[{"id": "3", "v": "x"}]),
+        _row(mysqlType=types, table="other", data=[{"id": "4", "v": "x"}]),
+        _row(mysqlType=types, database="other", data=[{"id": "5", "v": "x"}]),
+        _row(mysqlType={**types, "w": "int"}, data=[{"id": "6", "v": "x", "w": "6"}]),
+    ]
+    values = []
+    for variant in variants:
+        values += [base, variant, variant, base]
+    scanned, careful = _both(_batch(values))
+    assert scanned == careful
+    kinds = [r["kind"] for r in scanned]
+    assert kinds.count("ERROR") == 6 and kinds.count("ROW") == len(values) - 6
+    # the schema is written on the first row, on each change of table t's schema (four
+    # variants, there and back) and on the first row of the other two tables
+    assert sum(1 for r in scanned if r["schema"]) == 1 + 4 * 2 + 2
+
+
+@needs_scanner
 def test_a_sliced_input_column_is_read_from_its_offset() -> None:
     values = list(_messages())
     batch = _batch(values).slice(7, 40)

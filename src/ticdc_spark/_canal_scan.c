@@ -455,6 +455,41 @@ static int skip_value(Scan *s, int depth) {
     }
 }
 
+/* Validated top-level containers of earlier messages in the batch (`mysqlType`, `sqlType`,
+   `pkNames`: a table's messages repeat them byte for byte).  A value whose bytes equal one of
+   them is that same complete JSON value (objects and arrays end at their own closing bracket,
+   so identical bytes parse identically), and is skipped with one memcmp instead of being
+   scanned.  The spans point into the batch's data buffer, which outlives the scan. */
+#define MEMO_SLOTS 4
+
+typedef struct {
+    const unsigned char *start[MEMO_SLOTS];
+    Py_ssize_t len[MEMO_SLOTS];
+    int next;
+} Memo;
+
+/* Checks and skips a member's value at the top level of a message, through the memo. */
+static int skip_member(Scan *s, Memo *memo) {
+    skip_ws(s);
+    if (s->p >= s->end || (*s->p != '{' && *s->p != '[')) return skip_value(s, 1);
+    Py_ssize_t left = s->end - s->p;
+    for (int i = 0; i < MEMO_SLOTS; i++) {
+        Py_ssize_t n = memo->len[i];
+        if (n && n <= left && memo->start[i][0] == *s->p && !memcmp(memo->start[i], s->p, (size_t)n)) {
+            s->p += n;
+            return OK;
+        }
+    }
+    const unsigned char *start = s->p;
+    int r = skip_value(s, 1);
+    if (r == OK) {
+        memo->start[memo->next] = start;
+        memo->len[memo->next] = s->p - start;
+        memo->next = (memo->next + 1) % MEMO_SLOTS;
+    }
+    return r;
+}
+
 /* A row object into `image` (keys and string-or-null values); `raw_keys` gets each key's raw
    JSON text followed by a comma (the table's shape).  A value of another type is SLOW. */
 static int read_image(Scan *s, Image *image, Buf *raw_keys) {
@@ -499,22 +534,27 @@ typedef struct {
     const unsigned char *start, *end;
 } Span;
 
-/* The value at s->p, checked, and its raw text. */
-static int raw_value(Scan *s, Span *span) {
+/* The member value at s->p, checked, and its raw text. */
+static int raw_value(Scan *s, Span *span, Memo *memo) {
     skip_ws(s);
     span->start = s->p;
-    int r = skip_value(s, 1);
+    int r = skip_member(s, memo);
     span->end = s->p;
     return r;
 }
 
 enum { OP_INSERT = 1, OP_UPDATE = 2, OP_DELETE = 3 };
 
-/* The batch's outputs: one entry per message in each column, and the image entries. */
+/* The batch's outputs: one entry per message in each column, and the image entries.  Shapes
+   are numbered: `shape_ids` holds each message's number (-1: slow), `shape` the text of each
+   number; a message of the same shape as the previous fast one reuses its number. */
 typedef struct {
     Buf status, op, key_only, commit_ts, before_rows, after_rows, before_null, after_null;
+    Buf shape_ids, last_keys;
     Strings database, table, shape;
     Image before, after;
+    Span last_database, last_table, last_mysql_type, last_pk_names;
+    Memo memo;
 } Batch;
 
 /* What one message holds, while it is being read.  Its `data` row is written straight into
@@ -637,10 +677,10 @@ static int read_message(Scan *s, Message *m, Batch *b) {
             }
         } else if (key_is(start, end, "mysqlType")) {
             field = F_MYSQLTYPE;
-            r = raw_value(s, &m->mysql_type);
+            r = raw_value(s, &m->mysql_type, &b->memo);
         } else if (key_is(start, end, "pkNames")) {
             field = F_PKNAMES;
-            r = raw_value(s, &m->pk_names);
+            r = raw_value(s, &m->pk_names, &b->memo);
         } else if (key_is(start, end, "_tidb")) {
             field = F_TIDB;
             r = read_tidb(s, m);
@@ -655,7 +695,7 @@ static int read_message(Scan *s, Message *m, Batch *b) {
                 m->has_es = r == OK;
             }
         } else {
-            r = skip_value(s, 1);
+            r = skip_member(s, &b->memo);
         }
         if (r != OK) return r;
         if (seen & field) return SLOW; /* a field given twice: leave it to the careful path */
@@ -691,9 +731,53 @@ static void image_free(Image *im) {
     strings_free(&im->values);
 }
 
+static int same_span(Span a, Span b) {
+    return a.end - a.start == b.end - b.start && !memcmp(a.start, b.start, (size_t)(a.end - a.start));
+}
+
+/* The number of fast message m's shape, a JSON array [database, table, mysqlType, pkNames,
+   [data keys]]: the previous fast message's number if the shape is the same, else a new one
+   (its text written). */
+static int shape_id(Batch *b, Message *m, int32_t *id) {
+    Py_ssize_t keys = m->raw_keys.len - 1; /* (its last comma) */
+    if (b->shape.count && same_span(m->database, b->last_database) &&
+        same_span(m->table, b->last_table) && same_span(m->mysql_type, b->last_mysql_type) &&
+        same_span(m->pk_names, b->last_pk_names) && b->last_keys.len == keys &&
+        !memcmp(b->last_keys.p, m->raw_keys.p, (size_t)keys)) {
+        *id = (int32_t)(b->shape.count - 1);
+        return 0;
+    }
+    if (b->shape.count >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many shapes in one batch");
+        return -1;
+    }
+    Buf *sh = &b->shape.bytes;
+    if (buf_put(sh, "[", 1) < 0 ||
+        buf_put(sh, m->database.start, m->database.end - m->database.start) < 0 ||
+        buf_put(sh, ",", 1) < 0 ||
+        buf_put(sh, m->table.start, m->table.end - m->table.start) < 0 ||
+        buf_put(sh, ",", 1) < 0 ||
+        buf_put(sh, m->mysql_type.start, m->mysql_type.end - m->mysql_type.start) < 0 ||
+        buf_put(sh, ",", 1) < 0 ||
+        buf_put(sh, m->pk_names.start, m->pk_names.end - m->pk_names.start) < 0 ||
+        buf_put(sh, ",[", 2) < 0 || buf_put(sh, m->raw_keys.p, keys) < 0 ||
+        buf_put(sh, "]]", 2) < 0 || strings_close(&b->shape, 1) < 0)
+        return -1;
+    b->last_keys.len = 0;
+    if (buf_put(&b->last_keys, m->raw_keys.p, keys) < 0) return -1;
+    b->last_database = m->database;
+    b->last_table = m->table;
+    b->last_mysql_type = m->mysql_type;
+    b->last_pk_names = m->pk_names;
+    *id = (int32_t)(b->shape.count - 1);
+    return 0;
+}
+
 /* Settles message m's entries in the batch (fast: keeps them; slow: drops them, and the
    message gets empty ones). */
 static int settle(Batch *b, Message *m, int fast) {
+    int32_t id = -1;
+    int r;
     char status = fast ? 0 : 1, op = fast ? (char)m->op : 0, key_only = fast && m->key_only;
     int64_t ts = fast ? m->commit_ts : 0;
     char before_null = !fast || m->op == OP_INSERT, after_null = !fast || m->op == OP_DELETE;
@@ -708,20 +792,7 @@ static int settle(Batch *b, Message *m, int fast) {
         strings_rewind(&b->database, m->database_mark);
         strings_rewind(&b->table, m->table_mark);
     } else {
-        /* the shape: a JSON array [database, table, mysqlType, pkNames, [data keys]] */
-        Buf *sh = &b->shape.bytes;
-        if (buf_put(sh, "[", 1) < 0 ||
-            buf_put(sh, m->database.start, m->database.end - m->database.start) < 0 ||
-            buf_put(sh, ",", 1) < 0 ||
-            buf_put(sh, m->table.start, m->table.end - m->table.start) < 0 ||
-            buf_put(sh, ",", 1) < 0 ||
-            buf_put(sh, m->mysql_type.start, m->mysql_type.end - m->mysql_type.start) < 0 ||
-            buf_put(sh, ",", 1) < 0 ||
-            buf_put(sh, m->pk_names.start, m->pk_names.end - m->pk_names.start) < 0 ||
-            buf_put(sh, ",[", 2) < 0 ||
-            buf_put(sh, m->raw_keys.p, m->raw_keys.len - 1) < 0 || /* (its last comma) */
-            buf_put(sh, "]]", 2) < 0)
-            return -1;
+        if ((r = shape_id(b, m, &id)) < 0) return -1;
         if (m->op != OP_UPDATE) image_rewind(&b->before, m->before); /* an ignored `old` */
         if (m->op == OP_DELETE) { /* the data row is the before image */
             if (strings_copy(&b->before.keys, &b->after.keys, m->after.keys) < 0 ||
@@ -731,7 +802,7 @@ static int settle(Batch *b, Message *m, int fast) {
         }
     }
     if (strings_close(&b->database, 1) < 0 || strings_close(&b->table, 1) < 0 ||
-        strings_close(&b->shape, 1) < 0)
+        buf_i32(&b->shape_ids, id) < 0)
         return -1;
     if (b->before.keys.count > INT32_MAX || b->after.keys.count > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "too many image entries in one batch");
@@ -757,11 +828,11 @@ static PyObject *bitmap(const Buf *valid) {
 
 static PyObject *build_result(Batch *b) {
     return Py_BuildValue(
-        "(NNNNNNNNNNNNNNNNNNNNNNNN)",
+        "(NNNNNNNNNNNNNNNNNNNNNNNNN)",
         buf_take(&b->status), buf_take(&b->op), buf_take(&b->key_only), buf_take(&b->commit_ts),
         buf_take(&b->database.offsets), buf_take(&b->database.bytes),
         buf_take(&b->table.offsets), buf_take(&b->table.bytes),
-        buf_take(&b->shape.offsets), buf_take(&b->shape.bytes),
+        buf_take(&b->shape_ids), buf_take(&b->shape.offsets), buf_take(&b->shape.bytes),
         buf_take(&b->before_rows), buf_take(&b->before_null),
         buf_take(&b->before.keys.offsets), buf_take(&b->before.keys.bytes),
         buf_take(&b->before.values.offsets), buf_take(&b->before.values.bytes),
@@ -773,8 +844,9 @@ static PyObject *build_result(Batch *b) {
 }
 
 static void batch_free(Batch *b) {
-    Buf *bufs[] = {&b->status, &b->op, &b->key_only, &b->commit_ts, &b->before_rows,
-                   &b->after_rows, &b->before_null, &b->after_null};
+    Buf *bufs[] = {&b->status,     &b->op,         &b->key_only,  &b->commit_ts,
+                   &b->before_rows, &b->after_rows, &b->before_null, &b->after_null,
+                   &b->shape_ids,   &b->last_keys};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) buf_free(bufs[i]);
     strings_free(&b->database);
     strings_free(&b->table);

@@ -65,16 +65,16 @@ def decode_batch(
     fast = np.frombuffer(out[0], np.uint8) == 0
     if values.null_count:  # (a null's offsets may point anywhere)
         fast &= values.is_valid().to_numpy(zero_copy_only=False)
-    shapes = pa.StringArray.from_buffers(n, pa.py_buffer(out[8]), pa.py_buffer(out[9]))
-    encoded = shapes.dictionary_encode()
-    shape_ids = encoded.indices.to_numpy(zero_copy_only=False)
-    plans = [decoder.arrow_shape(text) for text in encoded.dictionary.to_pylist()]
-    fast &= np.array([p is not None for p in plans])[shape_ids]
+    shape_ids = np.frombuffer(out[8], np.int32)  # -1: a slow message
+    count = len(out[9]) // 4 - 1
+    shapes = pa.StringArray.from_buffers(count, pa.py_buffer(out[9]), pa.py_buffer(out[10]))
+    plans = [decoder.arrow_shape(text) for text in shapes.to_pylist()]
+    fast &= np.array([p is not None for p in plans] + [False])[shape_ids]  # ([-1]: False)
 
     rows = _scanned_rows(batch, out, n)
     tables = _Tables()
-    shape_slot = np.array([tables.slot(p[1]) if p else -1 for p in plans], np.int64)
-    shape_text = np.array([tables.text(p[0]) if p else -1 for p in plans], np.int64)
+    shape_slot = np.array([tables.slot(p[1]) if p else -1 for p in plans] + [-1], np.int64)
+    shape_text = np.array([tables.text(p[0]) if p else -1 for p in plans] + [-1], np.int64)
     if fast.all():
         merged = rows
         slots, texts = shape_slot[shape_ids], shape_text[shape_ids]
@@ -133,8 +133,8 @@ def _scanned_rows(batch: Any, out: tuple[bytes, ...], n: int) -> Any:
         "error": pa.nulls(n, text),
         "key": pa.nulls(n, binary),
         "value": pa.nulls(n, binary),
-        "before": image(10),
-        "after": image(17),
+        "before": image(11),
+        "after": image(18),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 

@@ -786,7 +786,7 @@ class CanalJSONDecoder:
                     or hit is None
                     or hit[0] != mysql_types
                     or hit[1] != (obj["pkNames"] or ())
-                    or row.keys() != hit[2]
+                    or tuple(row) != hit[2]  # (in order)
                 ):
                     raise LookupError  # not the short path's shape: see below
                 plan = hit[3]
@@ -799,8 +799,8 @@ class CanalJSONDecoder:
                     if len(old) != 1:
                         raise LookupError
                     before, after = old[0], row
-                    if before.keys() != hit[2]:  # Alibaba Canal: only the changed columns
-                        if not before.keys() <= hit[2]:
+                    if tuple(before) != hit[2]:  # Alibaba Canal: only the changed columns
+                        if not before.keys() <= row.keys():
                             raise LookupError
                         before = {**row, **before}
                 if plan.binary:
@@ -962,14 +962,9 @@ class CanalJSONDecoder:
         pk = obj.get("pkNames") or ()
         slot = (obj.get("database"), obj.get("table"))
         last = self._last.get(slot)  # type: ignore[arg-type]
-        if (
-            last is not None
-            and last[0] == mysql_types
-            and last[1] == pk
-            and first_row.keys() == last[2]
-        ):
+        names = tuple(first_row)  # (in order: keys views compare as sets)
+        if last is not None and last[0] == mysql_types and last[1] == pk and names == last[2]:
             return last[3]
-        names = tuple(first_row)
         names += tuple(n for n in mysql_types if n not in first_row)
         key = (
             *slot,
@@ -982,7 +977,7 @@ class CanalJSONDecoder:
             plan = self._plans.put(key, _build_decode_plan(obj, names, mysql_types, pk))
         if len(self._last) > 4096:
             self._last.clear()
-        self._last[slot] = (mysql_types, pk, first_row.keys(), plan)  # type: ignore[index]
+        self._last[slot] = (mysql_types, pk, tuple(first_row), plan)  # type: ignore[index]
         return plan
 
 
