@@ -254,10 +254,12 @@ static int read_string(Scan *s, Buf *out, int *escaped) {
         dst = out->p + out->len;
     }
     for (;;) {
+        int at_special = 0;
 #ifdef __SSE2__
         /* sixteen bytes at a time (every x86-64 has SSE2): a whole block is copied, then the
            output moves on by its plain bytes only (the reserve covers the rest of the
-           message, so the block's tail is room already ours) */
+           message, so the block's tail is room already ours); a block with a special byte
+           leaves s->p on it, and the slower loops below have nothing to do */
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
         const __m128i below = _mm_set1_epi8(0x1F);
         while (s->end - s->p >= 16) {
@@ -271,11 +273,14 @@ static int read_string(Scan *s, Buf *out, int *escaped) {
                 dst += plain;
             }
             s->p += plain;
-            if (mask) break;
+            if (mask) {
+                at_special = 1;
+                break;
+            }
         }
 #endif
         /* eight plain bytes at a time, then byte by byte up to the next special one */
-        while (s->end - s->p >= 8) {
+        while (!at_special && s->end - s->p >= 8) {
             uint64_t v;
             memcpy(&v, s->p, 8);
             if (has_special(v)) break;
