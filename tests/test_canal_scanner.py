@@ -243,6 +243,35 @@ def test_repeated_type_maps_and_shapes_are_reused_only_when_byte_identical() -> 
 
 
 @needs_scanner
+def test_a_row_that_is_not_an_object_after_a_known_shape_is_a_dead_letter_on_every_path() -> None:
+    """The batch path's shape memo compares column names: a list row holding them must not
+    pass for an object (it failed the job instead of becoming a dead letter)."""
+    values = [_row(), _row(data=[["id", "v"]]), _row(type="UPDATE", old=[["id", "v"]])]
+    scanned, careful = _both(_batch(values))
+    assert scanned == careful
+    assert [r["kind"] for r in scanned] == ["ROW", "ERROR", "ERROR"]
+
+
+@needs_scanner
+def test_the_order_of_mysql_type_decides_the_columns_a_row_lacks_on_every_path() -> None:
+    """A key-only row lacks columns; the plan lists them in mysqlType's order, so two
+    messages whose mysqlType differs only in order must not share a plan (dict equality
+    ignores order)."""
+    first, second = (
+        {"id": "int", "v": "varchar", "w": "int"},
+        {"id": "int", "w": "int", "v": "varchar"},
+    )
+    key_only = {"commitTs": 5, "onlyHandleKey": True}
+    two_rows = _row(mysqlType=first, data=[{"id": "1"}, {"id": "2"}], _tidb=key_only)
+    one_row = _row(mysqlType=second, data=[{"id": "3"}], _tidb=key_only)
+    batch = _batch([two_rows, one_row])
+    careful = _Records(batch, make_decoder("canal-json", OPTIONS), fail=False).one_by_one()
+    expected = pa.Table.from_batches([careful]).to_pylist()
+    assert _decoded(batch) == _decoded(batch, compiled=False) == expected
+    assert '"w","int"],["v"' in expected[-1]["schema"]  # the second message's own order
+
+
+@needs_scanner
 def test_a_sliced_input_column_is_read_from_its_offset() -> None:
     values = list(_messages())
     batch = _batch(values).slice(7, 40)

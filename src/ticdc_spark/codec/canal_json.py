@@ -784,9 +784,7 @@ class CanalJSONDecoder:
                     or "claimCheckLocation" in tidb
                     or obj["isDdl"] is not False
                     or hit is None
-                    or hit[0] != mysql_types
-                    or hit[1] != (obj["pkNames"] or ())
-                    or tuple(row) != hit[2]  # (in order)
+                    or not _same_shape(hit, mysql_types, obj["pkNames"] or (), row)
                 ):
                     raise LookupError  # not the short path's shape: see below
                 plan = hit[3]
@@ -799,6 +797,8 @@ class CanalJSONDecoder:
                     if len(old) != 1:
                         raise LookupError
                     before, after = old[0], row
+                    if type(before) is not dict:
+                        raise LookupError
                     if tuple(before) != hit[2]:  # Alibaba Canal: only the changed columns
                         if not before.keys() <= row.keys():
                             raise LookupError
@@ -962,9 +962,9 @@ class CanalJSONDecoder:
         pk = obj.get("pkNames") or ()
         slot = (obj.get("database"), obj.get("table"))
         last = self._last.get(slot)  # type: ignore[arg-type]
-        names = tuple(first_row)  # (in order: keys views compare as sets)
-        if last is not None and last[0] == mysql_types and last[1] == pk and names == last[2]:
+        if last is not None and _same_shape(last, mysql_types, pk, first_row):
             return last[3]
+        names = tuple(first_row)
         names += tuple(n for n in mysql_types if n not in first_row)
         key = (
             *slot,
@@ -979,6 +979,25 @@ class CanalJSONDecoder:
             self._last.clear()
         self._last[slot] = (mysql_types, pk, tuple(first_row), plan)  # type: ignore[index]
         return plan
+
+
+def _same_shape(
+    last: tuple[dict[str, Any], Any, tuple[str, ...], _DecodePlan],
+    mysql_types: dict[str, Any],
+    pk: Any,
+    row: Any,
+) -> bool:
+    """Whether a message has the table shape a plan memo entry was made for: the same
+    ``mysqlType`` and ``pkNames``, and a first row with the same columns in the same order.
+    Order matters (dict and keys-view equality ignore it): the plan's columns are the row's
+    in its order, then ``mysqlType``'s others in theirs."""
+    return (
+        type(row) is dict
+        and last[0] == mysql_types
+        and last[1] == pk
+        and tuple(row) == last[2]
+        and (len(row) == len(mysql_types) or tuple(mysql_types) == tuple(last[0]))
+    )
 
 
 def _build_decode_plan(
