@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 import tracemalloc
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -171,3 +172,18 @@ def test_open_protocol_decimal_of_the_wrong_json_type_is_a_decode_error() -> Non
         )
         with pytest.raises(DecodeError, match="x/0@3"):
             make_decoder("open-protocol", {}).decode(message)
+
+
+def test_open_protocol_binary_text_with_an_octal_escape_past_377_is_a_decode_error() -> None:
+    """Go's strconv.Unquote refuses ``\\400``; it used to become the byte 0."""
+    key = orjson.dumps({"ts": 1 << 20, "scm": "d", "tbl": "t", "t": 1})
+    value = orjson.dumps({"u": {"b": {"t": 15, "f": 65, "v": "\\400"}}})  # (flag 1: binary)
+    message = Message(
+        struct.pack(">QQ", 1, len(key)) + key,
+        struct.pack(">Q", len(value)) + value,
+        topic="x",
+        partition=0,
+        offset=4,
+    )
+    with pytest.raises(DecodeError, match="x/0@4"):
+        make_decoder("open-protocol", {}).decode(message)

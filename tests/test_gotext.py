@@ -41,6 +41,14 @@ def test_go_unquote_rejects_unknown_escapes() -> None:
         go_unquote(r"bad \q escape")
 
 
+@pytest.mark.parametrize("text", ["\\400", "\\777", "a\\400\\u00e9"])
+def test_go_unquote_rejects_octal_escapes_past_377(text: str) -> None:
+    """Go's strconv.Unquote refuses an octal escape over 255 (it was masked to a byte)."""
+    with pytest.raises(ValueError):
+        go_unquote(text)
+    assert go_unquote("\\377\\000") == b"\xff\x00"
+
+
 def test_go_json_escapes_like_go() -> None:
     doc = orjson.dumps({"a": "<b>&\u2028\u2029\b\f\\b"})
     assert go_json(doc) == (b'{"a":"\\u003cb\\u003e\\u0026\\u2028\\u2029\\u0008\\u000c\\\\b"}')

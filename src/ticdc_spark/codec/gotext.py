@@ -104,7 +104,7 @@ def _quote_rune(ch: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-_UNQUOTE_RE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3}|.)", re.S)
+_UNQUOTE_RE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-3][0-7]{2}|.)", re.S)
 _UNESCAPE = {
     "a": b"\x07",
     "b": b"\x08",
@@ -120,7 +120,8 @@ _UNESCAPE = {
 
 
 _VALID_QUOTED_RE = re.compile(
-    r"(?:[^\\]|\\(?:x[0-9a-fA-F]{2}|[0-7]{3}|[abfnrtv\\\"]|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}))*",
+    # (octal escapes stop at \377: Go's strconv.Unquote rejects larger ones)
+    r"(?:[^\\]|\\(?:x[0-9a-fA-F]{2}|[0-3][0-7]{2}|[abfnrtv\\\"]|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}))*",
     re.S,
 )
 
@@ -154,7 +155,7 @@ def _unescape(escape: str) -> bytes:
     if head in "uU":
         return chr(int(escape[1:], 16)).encode("utf-8")
     if head.isdigit() and len(escape) == 3:
-        return bytes((int(escape, 8) & 0xFF,))
+        return bytes((int(escape, 8),))  # (at most 0o377: the pattern allows no more)
     try:
         return _UNESCAPE[head]
     except KeyError:
