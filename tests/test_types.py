@@ -13,6 +13,8 @@ from ticdc_spark.types import (
     ZeroDate,
     format_float,
     parse_column_type,
+    parse_date,
+    parse_datetime,
     text_formatter,
     text_parser,
     to_float32,
@@ -113,3 +115,13 @@ def test_bad_text_is_a_value_error() -> None:
 def test_binary_types_have_no_text_form() -> None:
     with pytest.raises(TypeError):
         text_parser(ColumnType("blob"))
+
+
+@pytest.mark.parametrize("text", ["2024-W01-1", "2024-01-01 12:00:00+05:00",
+                                  "2024-01-01 12:00:00,5", "2024-01-01 12:00:00Z",
+                                  "2024-01-01 12:00:00.5+05:00"])  # fmt: skip
+def test_iso_8601_forms_mysql_never_writes_are_not_dates(text: str) -> None:
+    """fromisoformat (the fast path) reads week dates, time zones and comma fractions."""
+    with pytest.raises(ValueError):
+        (parse_date if len(text) == 10 else parse_datetime)(text)
+    assert parse_datetime("2024-01-01 12:00:00.5") == dt.datetime(2024, 1, 1, 12, 0, 0, 500000)

@@ -445,8 +445,13 @@ _TIME_RE = re.compile(r"^(-)?(?:(\d+) )?(\d{1,4}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,
 # (\Z, not $: $ also matches before a final newline)
 
 
+# fromisoformat is the fast path for the common texts, but it also reads ISO 8601 forms MySQL
+# never writes (week dates, a comma before the fraction, time zones): it only sees texts laid
+# out as MySQL's, the rest go through the regex.
+
+
 def parse_date(text: str) -> _dt.date | ZeroDate:
-    if len(text) == 10:
+    if len(text) == 10 and text[4] == "-" == text[7]:
         try:
             return _dt.date.fromisoformat(text)
         except ValueError:
@@ -456,7 +461,13 @@ def parse_date(text: str) -> _dt.date | ZeroDate:
 
 
 def parse_datetime(text: str) -> _dt.datetime | ZeroDate:
-    if len(text) >= 19 and text[10] == " " and text[-1].isdigit():
+    if (
+        len(text) >= 19
+        and text[4] == "-" == text[7]
+        and text[10] == " "
+        and text[13] == ":" == text[16]
+        and (len(text) == 19 or (text[19] == "." and text[20:].isdigit() and text.isascii()))
+    ):
         try:
             return _dt.datetime.fromisoformat(text)
         except ValueError:

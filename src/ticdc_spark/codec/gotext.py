@@ -104,7 +104,9 @@ def _quote_rune(ch: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-_UNQUOTE_RE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-3][0-7]{2}|.)", re.S)
+_UNQUOTE_RE = re.compile(
+    r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-3][0-7]{2}|.)", re.S
+)
 _UNESCAPE = {
     "a": b"\x07",
     "b": b"\x08",
