@@ -44,8 +44,12 @@ log = logging.getLogger(__name__)
 
 TableKey = tuple[str, str]
 # Release order.  The topic is left out: a key belongs to one table, so to one topic, and
-# sorting on a string column is the costliest part of planning.
-_ORDER = ["commit_ts", "partition", "offset", "seq"]
+# sorting on a string column is the costliest part of planning.  At one commit ts deletes go
+# first (_RANK): a transaction changes a key once, except that TiCDC splits an update of a
+# unique key into a DELETE and an INSERT of the same row, which the dispatcher may send to
+# different partitions; the INSERT is the row's final state.
+_RANK = "_rank"
+_ORDER = ["commit_ts", _RANK, "partition", "offset", "seq"]
 
 
 @dataclass
@@ -331,7 +335,7 @@ class Planner:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        ready = _sorted(ready, _ORDER)
+        ready = _in_release_order(ready)
         kinds = ready["kind"]
         ddls = ready.filter(pc.equal(kinds, DDL))
         rows = ready.filter(pc.equal(kinds, ROW))
@@ -524,8 +528,9 @@ def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
     ops = rows["op"]
     is_delete = pc.equal(ops, "DELETE").to_numpy(zero_copy_only=False)
     bad = np.asarray(rows["key_only"].to_numpy(zero_copy_only=False), dtype=bool) & ~is_delete
-    before = [pc.map_lookup(rows["before"], k, "first") for k in key_columns]
-    after = [pc.map_lookup(rows["after"], k, "first") for k in key_columns]
+    # (whole arrays: a table's columns are chunked, and moved keys are concatenated below)
+    before = [_whole(pc.map_lookup(rows["before"], k, "first")) for k in key_columns]
+    after = [_whole(pc.map_lookup(rows["after"], k, "first")) for k in key_columns]
     moved = np.zeros(n, dtype=bool)
     is_update = pc.equal(ops, "UPDATE").to_numpy(zero_copy_only=False)
     for old, new in zip(before, after, strict=True):
@@ -590,6 +595,13 @@ def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
         "read from upstream TiDB"
     )
     return final, dead_letters(rows.filter(pa.array(bad)), reason) if bad.any() else None
+
+
+def _whole(values: Any) -> Any:
+    """An Arrow array, its chunks combined if it is a chunked one."""
+    import pyarrow as pa
+
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 def _is_sorted(values: Any) -> bool:
@@ -719,6 +731,7 @@ def _rename(state: ConsumerState, step: DDLStep, ddl_sql: Any) -> None:
             state.tables[new] = _renamed(schema, new)
             step.before, step.renamed_to = schema, new
             step.database, step.table = old
+        state.floors[old] = step.commit_ts  # (a late row of the old name must not recreate it)
         state.floors.pop(new, None)
 
 
@@ -728,10 +741,15 @@ def _renamed(schema: TableSchema, key: TableKey) -> TableSchema:
     )
 
 
-def _sorted(table: Any, columns: list[str]) -> Any:
+def _in_release_order(table: Any) -> Any:
+    """Changelog rows sorted by :data:`_ORDER` (deletes first among equal commit ts)."""
+    import pyarrow.compute as pc
+
     if table is None or not table.num_rows:
         return table
-    return table.sort_by([(c, "ascending") for c in columns])
+    rank = pc.fill_null(pc.not_equal(table["op"], "DELETE"), False).cast("int8")
+    ranked = table.append_column(_RANK, rank)
+    return ranked.sort_by([(c, "ascending") for c in _ORDER]).drop_columns([_RANK])
 
 
 def _concat(tables: list[Any]) -> Any:

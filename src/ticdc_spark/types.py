@@ -294,6 +294,8 @@ def _with_params(base: ColumnType, params: str) -> ColumnType:
         raise ValueError(f"bad type parameters ({params})") from None
     if base.family in (Family.DATETIME, Family.TIME):
         return replace(base, decimal=values[0] if values else None)
+    if base.name == "float" and len(values) == 1 and values[0] > 24:
+        return replace(base, name="double")  # MySQL: FLOAT(p) with p of 25 to 53 is a DOUBLE
     if len(values) >= 2:
         return replace(base, length=values[0], decimal=values[1])
     if base.family is Family.DECIMAL and values:

@@ -179,7 +179,7 @@ class TableSink(abc.ABC):
             return
         same_names = [f.name for f in current] == [f.name for f in target][: len(current)]
         same_types = all(
-            current.field(f.name).type == f.type
+            f.type == target.field(f.name).type
             for f in current
             if target.get_field_index(f.name) >= 0
         )

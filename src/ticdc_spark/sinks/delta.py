@@ -14,8 +14,8 @@ from typing import Any
 from urllib.parse import quote
 
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import TableKey, TableSink
-from ticdc_spark.sinks.convert import COMMIT_TS, table_arrow_schema
+from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink
+from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 
 __all__ = ["DeltaSink"]
 
@@ -77,7 +77,8 @@ class DeltaSink(TableSink):
 
     def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
         keys = list(schema.handle_key) or list(schema.column_names)
-        predicate = " AND ".join(f"t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)}" for k in keys)
+        # (each term bracketed: delta-rs reads `a IS NOT DISTINCT FROM b AND c ...` wrongly)
+        predicate = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys)
         merger = self._table((schema.database, schema.table)).merge(
             rows,
             predicate=predicate,
@@ -85,7 +86,13 @@ class DeltaSink(TableSink):
             target_alias="t",
             commit_properties=self._commit(version),
         )
-        newer = f"s.{_q(COMMIT_TS)} > t.{_q(COMMIT_TS)}"
+        ts, op = _q(COMMIT_TS), _q(OP)
+        # newer, or at the same commit ts a change over a delete's tombstone (the INSERT half of
+        # an update TiCDC split in two; see consume._ORDER)
+        newer = (
+            f"s.{ts} > t.{ts} OR (s.{ts} = t.{ts} AND t.{op} = '{DELETE_OP}'"
+            f" AND s.{op} <> '{DELETE_OP}')"
+        )
         result: dict[str, Any] = (
             merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all().execute()
         )

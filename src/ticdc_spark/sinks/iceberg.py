@@ -14,8 +14,8 @@ from typing import Any
 
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import TableKey, TableSink
-from ticdc_spark.sinks.convert import COMMIT_TS, table_arrow_schema
+from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink
+from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
 
@@ -108,22 +108,34 @@ class IcebergSink(TableSink):
         }
 
     def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
-        """The incoming rows whose key is new or whose commit ts beats the stored one."""
+        """The incoming rows whose key is new or whose commit ts beats the stored one (or
+        equals a delete's tombstone's, for a change that is not a delete: see DeltaSink)."""
         import pyarrow.compute as pc
         from pyiceberg.expressions import In
 
         first = keys[0]
         wanted = [v for v in rows[first].unique().to_pylist() if v is not None]
         row_filter = In(first, wanted) if wanted else f"{first} IS NULL"  # type: ignore[call-arg,arg-type]
-        scan = table.scan(row_filter=row_filter, selected_fields=(*keys, COMMIT_TS))
-        existing = scan.to_arrow().rename_columns([*keys, "_stored_ts"])
+        scan = table.scan(row_filter=row_filter, selected_fields=(*keys, COMMIT_TS, OP))
+        existing = scan.to_arrow().rename_columns([*keys, "_stored_ts", "_stored_op"])
         if not existing.num_rows:
             return rows
         joined = rows.join(existing, keys=keys, join_type="left outer", use_threads=False)
-        keep = pc.or_kleene(
-            pc.is_null(joined["_stored_ts"]), pc.greater(joined[COMMIT_TS], joined["_stored_ts"])
+        stored_ts = joined["_stored_ts"]
+        over_tombstone = pc.and_kleene(
+            pc.and_kleene(
+                pc.equal(joined[COMMIT_TS], stored_ts), pc.equal(joined["_stored_op"], DELETE_OP)
+            ),
+            pc.not_equal(joined[OP], DELETE_OP),
         )
-        return joined.filter(keep).drop_columns(["_stored_ts"]).select(rows.column_names)
+        keep = pc.or_kleene(
+            pc.or_kleene(pc.is_null(stored_ts), pc.greater(joined[COMMIT_TS], stored_ts)),
+            over_tombstone,
+        )
+        keep = pc.fill_null(keep, False)
+        return (
+            joined.filter(keep).drop_columns(["_stored_ts", "_stored_op"]).select(rows.column_names)
+        )
 
     def add_columns(self, key: TableKey, fields: list[Any]) -> None:
         import pyarrow as pa
