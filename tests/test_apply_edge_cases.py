@@ -4,6 +4,7 @@ sinks.  Found by a review of the apply layer; each failed before its fix."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -183,3 +184,39 @@ def test_float_with_a_precision_over_24_is_a_double(tmp_path: Path) -> None:
     applier = _applier(tmp_path)
     applier.apply(script.table(), 0)
     assert _rows(applier) == [{"id": 1, "f": 0.1234567890123}]
+
+
+_CREATE = "CREATE TABLE `db`.`t` (`id` int PRIMARY KEY, `v` varchar(10))"
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+@pytest.mark.parametrize(
+    "alter",
+    [
+        "ALTER TABLE `db`.`t` RENAME COLUMN `v` TO `w`",
+        "ALTER TABLE `db`.`t` CHANGE COLUMN `V` `w` varchar(10)",
+        "ALTER TABLE `db`.`t` RENAME COLUMN `v` TO `x`, RENAME COLUMN `x` TO `w`",
+    ],
+)
+def test_a_renamed_column_keeps_its_values(kind: str, alter: str, tmp_path: Path) -> None:
+    """The rewrite copied columns by name, so a renamed one came out empty."""
+    script = Script().ddl(50, _CREATE, DDLType.CREATE_TABLE).insert(100, {"id": "1", "v": "a"})
+    script.ddl(200, alter, DDLType.MODIFY_COLUMN)
+    applier = _applier(tmp_path, kind)
+    applier.apply(script.table(), 0)
+    assert _rows(applier) == [{"id": 1, "w": "a"}]
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_an_added_column_gives_existing_rows_its_default(kind: str, tmp_path: Path) -> None:
+    """Upstream's existing rows take a new column's DEFAULT and TiCDC sends no change for
+    them; a default that is an expression stays null (its value is not known here)."""
+    script = Script().ddl(50, _CREATE, DDLType.CREATE_TABLE).insert(100, {"id": "1", "v": "a"})
+    script.ddl(200, "ALTER TABLE `db`.`t` ADD COLUMN `c` int NOT NULL DEFAULT -5, "
+               "ADD COLUMN `s` varchar(4) DEFAULT 'it''s', ADD COLUMN `d` decimal(4,1) "
+               "DEFAULT 1.5, ADD COLUMN `at` datetime DEFAULT CURRENT_TIMESTAMP",
+               DDLType.ADD_COLUMNS)  # fmt: skip
+    applier = _applier(tmp_path, kind)
+    applier.apply(script.table(), 0)
+    (row,) = _rows(applier)
+    assert row == {"id": 1, "v": "a", "c": -5, "s": "it's", "d": Decimal("1.5"), "at": None}

@@ -131,6 +131,7 @@ class DDLStep:
     after: TableSchema | None
     renamed_to: TableKey | None = None
     dropped: tuple[TableKey, ...] = ()
+    renamed_columns: dict[str, str] = field(default_factory=dict)  # new name -> old name
 
 
 @dataclass
@@ -686,7 +687,7 @@ def _apply_to_catalog(
         _rename(state, step, ddl_sql)
     elif step.before is not None and action in _ALTERS:
         if step.sql.lstrip()[:5].upper() == "ALTER":
-            state.tables[key] = ddl_sql.apply_alter_table(step.before, step.sql)
+            state.tables[key], step.renamed_columns = ddl_sql.alter_table(step.before, step.sql)
         else:  # CREATE INDEX / DROP INDEX ... ON t
             state.tables[key] = ddl_sql.apply_index_ddl(step.before, step.sql)
     step.after = state.tables.get(key)

@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ticdc_spark.errors import DDLParseError
-from ticdc_spark.model import Column, Index, TableSchema
+from ticdc_spark.model import Column, DefaultExpression, Index, TableSchema
 from ticdc_spark.types import ColumnType, parse_column_type
 
 __all__ = [
+    "alter_table",
     "apply_alter_table",
     "apply_index_ddl",
     "ddl_target",
@@ -276,19 +277,23 @@ def _column_type(stream: _Stream) -> ColumnType:
 
 
 def _default(stream: _Stream) -> str | None:
-    """A DEFAULT (or COMMENT/ON UPDATE) value, as text; None for NULL."""
+    """A DEFAULT (or COMMENT/ON UPDATE) value, as text; None for NULL.  Anything but a
+    string or number (or TRUE/FALSE) is a :class:`DefaultExpression`."""
     if stream.is_op("("):
-        return _text(stream.group())
+        return DefaultExpression(_text(stream.group()))
     negative = stream.accept_op("-")
     stream.accept_op("+")
     kind, text = stream.next()
     if kind == "id" and text.upper() == "NULL":
         return None
+    if kind == "id" and text.upper() in ("TRUE", "FALSE"):
+        return "1" if text.upper() == "TRUE" else "0"
     if kind == "id" and stream.is_op("("):  # CURRENT_TIMESTAMP(3), NOW()
         text += "(" + _text(stream.group()) + ")"
     elif kind == "id" and text.lower() in ("b", "x") and (stream.peek() or ("",))[0] == "str":
         text += "'" + stream.next()[1] + "'"
-    return ("-" if negative else "") + text
+    text = ("-" if negative else "") + text
+    return text if kind in ("str", "num") else DefaultExpression(text)
 
 
 def _index_columns(tokens: list[Token], sql: str) -> tuple[str, ...]:
@@ -395,6 +400,12 @@ def _schema(
 
 def apply_alter_table(schema: TableSchema, sql: str) -> TableSchema:
     """The schema after an ALTER TABLE statement (every clause, in order)."""
+    return alter_table(schema, sql)[0]
+
+
+def alter_table(schema: TableSchema, sql: str) -> tuple[TableSchema, dict[str, str]]:
+    """The schema after an ALTER TABLE statement, and the columns it renamed (new name ->
+    name before the statement), which a table rewrite must carry over."""
     stream = _Stream(_tokens(sql), sql)
     stream.expect("ALTER")
     while stream.accept("ONLINE") or stream.accept("OFFLINE") or stream.accept("IGNORE"):
@@ -404,7 +415,7 @@ def apply_alter_table(schema: TableSchema, sql: str) -> TableSchema:
     state = _Alter(schema)
     for clause in _split_commas(stream.tokens[stream.pos :]):
         state.apply(_Stream(clause, sql))
-    return state.result()
+    return state.result(), state.renamed
 
 
 class _Alter:
@@ -415,6 +426,7 @@ class _Alter:
         self.database, self.table = schema.database, schema.table
         self.columns = list(schema.columns)
         self.indexes = list(schema.indexes)
+        self.renamed: dict[str, str] = {}  # new column name -> its name before the statement
 
     def result(self) -> TableSchema:
         return _schema(self.database, self.table, self.columns, self.indexes, self.template)
@@ -512,13 +524,14 @@ class _Alter:
         index = next((i for i, c in enumerate(self.columns) if c.name.lower() == old.lower()), None)
         if index is None:
             raise DDLParseError(f"column {old!r} does not exist", clause.sql)
-        new = definition.column
+        new, named = definition.column, self.columns[index].name
         if position is None:
             self.columns[index] = new
         else:
             del self.columns[index]
             self.columns.insert(self._slot(position), new)
         self._rename_in_indexes(old, new.name)
+        self._note_rename(named, new.name)
         if definition.primary:
             self._add_index(Index("PRIMARY", (new.name,), primary=True, unique=True))
 
@@ -526,10 +539,19 @@ class _Alter:
         old = clause.name()
         clause.expect("TO")
         new = clause.name()
+        named = next((c.name for c in self.columns if c.name.lower() == old.lower()), old)
         self.columns = [
             replace(c, name=new) if c.name.lower() == old.lower() else c for c in self.columns
         ]
         self._rename_in_indexes(old, new)
+        self._note_rename(named, new)
+
+    def _note_rename(self, old: str, new: str) -> None:
+        if old == new:
+            return
+        original = self.renamed.pop(old, old)  # (renamed twice in one statement)
+        if original != new:
+            self.renamed[new] = original
 
     def _rename_in_indexes(self, old: str, new: str) -> None:
         self.indexes = [

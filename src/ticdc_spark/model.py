@@ -71,9 +71,17 @@ class ColumnFlag(enum.IntFlag):
     UNSIGNED = 128
 
 
+class DefaultExpression(str):
+    """A column DEFAULT that is not a plain constant (CURRENT_TIMESTAMP, NOW(), an expression
+    in brackets, a bit or hex literal): its SQL text, from which no value is made."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Column:
-    """One column of a table: its name, MySQL type and attributes."""
+    """One column of a table: its name, MySQL type and attributes.  ``default`` is the
+    DEFAULT as MySQL text (a :class:`DefaultExpression` when not a constant; None: NULL)."""
 
     name: str
     type: ColumnType

@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import abc
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ticdc_spark.consume import DDLStep, TableChanges
-from ticdc_spark.model import DDLType, TableSchema
-from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema, typed_rows
+from ticdc_spark.model import DDLType, DefaultExpression, TableSchema
+from ticdc_spark.sinks.convert import (
+    COMMIT_TS,
+    OP,
+    convert_column,
+    table_arrow_schema,
+    typed_rows,
+)
 
-__all__ = ["StepResult", "TableSink", "live"]
+__all__ = ["StepResult", "TableSink", "carried_columns", "live"]
 
 log = logging.getLogger(__name__)
 TableKey = tuple[str, str]
@@ -45,6 +52,47 @@ def live(rows: Any) -> Any:
         return rows
     kept = rows.filter(pc.not_equal(rows[OP], DELETE_OP))
     return kept.drop_columns([COMMIT_TS, OP])
+
+
+def carried_columns(
+    current: Any, target: Any, schema: TableSchema, renamed: Mapping[str, str]
+) -> list[Any]:
+    """The columns of a table rewritten to ``schema`` (Arrow schema ``target``): each column
+    from the current table (under its old name if ``renamed``), cast to its new type; a new
+    column holds its constant DEFAULT, as upstream's existing rows do (TiCDC sends no change
+    for them), else nulls."""
+    out = []
+    for f in target:
+        source = renamed.get(f.name, f.name)
+        if source in current.column_names:
+            out.append(current[source].cast(f.type, safe=False))
+        else:
+            out.append(_default_column(schema, f, current.num_rows))
+    return out
+
+
+def _default_column(schema: TableSchema, field: Any, rows: int) -> Any:
+    import pyarrow as pa
+
+    column = next((c for c in schema.columns if c.name == field.name), None)
+    default = None if column is None else column.default
+    if default is None or isinstance(default, DefaultExpression):
+        return pa.nulls(rows, field.type)
+    value, failed = convert_column(column.type, pa.array([default], pa.string()))  # type: ignore[union-attr]
+    if failed:
+        log.warning("cannot read the default %r of column %s: %s", default, field.name, failed[0])
+        return pa.nulls(rows, field.type)
+    return value.cast(field.type).take(pa.array([0] * rows, pa.int32()))
+
+
+def _fills_defaults(schema: TableSchema, current: Any) -> bool:
+    """Whether a column ``schema`` adds has a constant default to fill the rows with."""
+    return any(
+        c.default is not None
+        and not isinstance(c.default, DefaultExpression)
+        and current.get_field_index(c.name) < 0
+        for c in schema.columns
+    )
 
 
 class TableSink(abc.ABC):
@@ -95,8 +143,9 @@ class TableSink(abc.ABC):
     def add_columns(self, key: TableKey, fields: list[Any]) -> None: ...
 
     @abc.abstractmethod
-    def rewrite(self, schema: TableSchema, version: int) -> None:
-        """Rewrite the table to ``schema``'s columns and types (drops, type changes)."""
+    def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
+        """Rewrite the table to ``schema``'s columns and types (drops, type changes,
+        renames: new name -> old name), with :func:`carried_columns`."""
 
     @abc.abstractmethod
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
@@ -164,11 +213,14 @@ class TableSink(abc.ABC):
                 self.delete_older(key, step.commit_ts, version)
             return StepResult()
         if step.after is not None:
-            self._follow_schema(step.after, version)
+            self._follow_schema(step.after, version, step.renamed_columns)
         return StepResult()
 
-    def _follow_schema(self, schema: TableSchema, version: int) -> None:
-        """Make the table match a schema: add columns cheaply, rewrite for anything else."""
+    def _follow_schema(
+        self, schema: TableSchema, version: int, renamed: Mapping[str, str] | None = None
+    ) -> None:
+        """Make the table match a schema: add columns cheaply, rewrite for anything else
+        (type changes, drops, renames, new columns with a default to fill in)."""
         key = (schema.database, schema.table)
         if not self.exists(key):
             self.create(schema)
@@ -183,8 +235,8 @@ class TableSink(abc.ABC):
             for f in current
             if target.get_field_index(f.name) >= 0
         )
-        if same_names and same_types:
+        if same_names and same_types and not renamed and not _fills_defaults(schema, current):
             self._add_missing(key, current, target)
         elif self.applied_version(key) < version:
             log.info("rewriting %s.%s to its new schema", *key)
-            self.rewrite(schema, version)
+            self.rewrite(schema, version, renamed or {})

@@ -9,12 +9,13 @@ already recorded and is skipped.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink
+from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 
 __all__ = ["DeltaSink"]
@@ -104,19 +105,14 @@ class DeltaSink(TableSink):
         if fields:
             self._table(key).alter.add_columns([Field.from_arrow(f) for f in fields])
 
-    def rewrite(self, schema: TableSchema, version: int) -> None:
+    def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
         import pyarrow as pa
         from deltalake import write_deltalake
 
         key = (schema.database, schema.table)
         current = self._table(key).to_pyarrow_table()
         target = table_arrow_schema(schema)
-        columns = [
-            current[f.name].cast(f.type, safe=False)
-            if f.name in current.column_names
-            else pa.nulls(current.num_rows, f.type)
-            for f in target
-        ]
+        columns = carried_columns(current, target, schema, renamed)
         self._forget(key)
         write_deltalake(
             str(self.path(key)),

@@ -10,11 +10,12 @@ integers: those columns are stored as ``int``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink
+from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
@@ -153,19 +154,14 @@ class IcebergSink(TableSink):
         with table.update_schema() as update:
             update.union_by_name(pa.schema(widened))
 
-    def rewrite(self, schema: TableSchema, version: int) -> None:
+    def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
         """Copy into a new table of the new schema, then swap it in by catalog rename."""
         import pyarrow as pa
 
         key = (schema.database, schema.table)
         current = self._table(key).scan().to_arrow()
         target = iceberg_arrow_schema(schema)
-        columns = [
-            current[f.name].cast(f.type, safe=False)
-            if f.name in current.column_names
-            else pa.nulls(current.num_rows, f.type)
-            for f in target
-        ]
+        columns = carried_columns(current, target, schema, renamed)
         temp = (key[0], key[1] + _REWRITE_SUFFIX)
         if self.catalog.table_exists(temp):
             self.catalog.purge_table(temp)
