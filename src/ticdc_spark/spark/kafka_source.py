@@ -108,6 +108,15 @@ class KafkaDataSource(DataSource):
         return _StreamReader(_Config.parse(self.options))
 
 
+def topic_partitions(options: Mapping[str, str]) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs a source with these options reads, from the broker."""
+    metadata = _Metadata(_Config.parse(options))
+    try:
+        return metadata.partitions()
+    finally:
+        metadata.close()
+
+
 # --------------------------------------------------------------------------------------------
 # Metadata (driver side).
 

@@ -70,16 +70,11 @@ def read_source(spark: Any, source: str, options: Mapping[str, str] | None = Non
     """A streaming DataFrame with Spark's Kafka-source columns for a source spec."""
     options = dict(options or {})
     if source.startswith("kafka://"):
-        from ticdc_spark.io.kafka import parse_kafka_uri
         from ticdc_spark.spark.kafka_source import register
 
         register(spark)
-        servers, topics, extra = parse_kafka_uri(source)
         reader = spark.readStream.format("ticdc-kafka")
-        reader = reader.option("kafka.bootstrap.servers", servers)
-        reader = reader.option("subscribe", ",".join(topics))
-        reader = reader.option("startingOffsets", options.pop("startingOffsets", "earliest"))
-        for key, value in {**extra, **options}.items():
+        for key, value in _kafka_options(source, options).items():
             reader = reader.option(key, value)
         return reader.load()
     path = Path(source)
@@ -92,6 +87,35 @@ def read_source(spark: Any, source: str, options: Mapping[str, str] | None = Non
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def _kafka_options(source: str, options: Mapping[str, str]) -> dict[str, str]:
+    """The ticdc-kafka source options of a kafka:// source spec and --source-option values."""
+    from ticdc_spark.io.kafka import parse_kafka_uri
+
+    servers, topics, extra = parse_kafka_uri(source)
+    options = dict(options)
+    return {
+        "kafka.bootstrap.servers": servers,
+        "subscribe": ",".join(topics),
+        "startingOffsets": options.pop("startingOffsets", "earliest"),
+        **extra,
+        **options,
+    }
+
+
+def source_partitions(config: PipelineConfig) -> tuple[str, ...]:
+    """The ``topic/partition`` names a kafka:// source reads, as the broker lists them now
+    (empty for other sources).  Consistent mode waits for a watermark from each of them: a
+    partition that has sent nothing yet must hold back the others' rows too."""
+    if not config.source.startswith("kafka://"):
+        return ()
+    from ticdc_spark.spark.kafka_source import topic_partitions
+
+    return tuple(
+        f"{t}/{p}"
+        for t, p in topic_partitions(_kafka_options(config.source, config.source_options))
+    )
 
 
 def start(
@@ -108,6 +132,7 @@ def start(
         sink,
         store,
         mode=config.mode,
+        partitions=source_partitions(config) if config.mode == "consistent" else (),
         dead_letters=dead,
         on_error="stop" if config.on_error == "stop" else "dead-letter",
         track_commits=config.track_commits,
