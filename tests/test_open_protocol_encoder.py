@@ -234,3 +234,32 @@ def test_message_without_key_is_a_decode_error() -> None:
 
     with pytest.raises(DecodeError, match="needs a key"):
         make_decoder("open-protocol").decode(Message(None, b"", topic="t", partition=0, offset=0))
+
+
+def test_a_negative_zero_keeps_its_sign() -> None:
+    """Go writes a DOUBLE or FLOAT -0 as the JSON number -0, which orjson reads as the int 0."""
+    import math
+
+    from ticdc_spark.changelog import ChangelogBuilder
+
+    schema = TableSchema(
+        "test",
+        "t",
+        (
+            Column("id", ColumnType("bigint"), nullable=False),
+            Column("d", ColumnType("double")),
+            Column("f", ColumnType("float")),
+            Column("s", ColumnType("varchar", length=10)),
+        ),
+        (Index("PRIMARY", ("id",), primary=True, unique=True),),
+    ).with_derived_flags()
+    row = RowChange(RowKind.INSERT, schema, TS, after={"id": 0, "d": -0.0, "f": -0.0, "s": ":-0"})
+    (message,) = make_encoder("open-protocol", {}).encode([row])
+    assert b'"v":-0}' in message.value
+    (got,) = make_decoder("open-protocol", {}).decode(message)
+    assert [math.copysign(1.0, got.after[c]) for c in "df"] == [-1.0, -1.0]
+    assert got.after["id"] == 0 and type(got.after["id"]) is int and got.after["s"] == ":-0"
+    builder = ChangelogBuilder()
+    make_decoder("open-protocol", {}).decode_changelog(message, builder)
+    (image,) = builder.to_batch().column("after").to_pylist()
+    assert dict(image)["d"] in ("-0", "-0.0") and dict(image)["f"] in ("-0", "-0.0")

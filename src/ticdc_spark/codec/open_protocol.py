@@ -25,6 +25,8 @@ in the message tells them apart.
 from __future__ import annotations
 
 import binascii
+import json
+import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -288,6 +290,19 @@ def _text_of(ctype: ColumnType) -> Callable[[Any], str]:
             binascii.b2a_base64(v, newline=False).decode() if isinstance(v, bytes) else str(v)
         )
     return lambda v: str(v) if isinstance(v, str) else text_formatter(ctype)(v)
+
+
+# A JSON -0 (how Go writes a DOUBLE or FLOAT negative zero), which orjson reads as the int 0.
+_NEGATIVE_ZERO = re.compile(rb"[:\[,]\s*-0(?![.0-9eE])")
+
+
+def _row_value(value: bytes) -> Any:
+    """A row event's value object, keeping a negative zero's sign (orjson checks the JSON;
+    the standard parser, told to read -0 as a float, runs only when the text holds one)."""
+    obj = loads(value, "row value")
+    if b"-0" in value and _NEGATIVE_ZERO.search(value):
+        obj = json.loads(value, parse_int=lambda text: -0.0 if text == "-0" else int(text))
+    return obj
 
 
 def _int_text(value: Any) -> str:
@@ -757,7 +772,7 @@ class OpenProtocolDecoder:
             raise DecodeError(f"unknown event type t={kind!r}")
         if key.get("ccl"):
             return self._claim_checked(key)
-        return self._row(key, require_dict(loads(value, "row value"), "row value"), ts, text)
+        return self._row(key, require_dict(_row_value(value), "row value"), ts, text)
 
     def _claim_checked(self, key: dict[str, Any]) -> Event:
         if self._storage is None:
