@@ -120,3 +120,25 @@ def test_registry_names_and_errors() -> None:
         make_decoder("canal-json", {"enable-tidb-extension": "yes please"})
     with pytest.raises(ConfigError, match="must be one of none, snappy, lz4"):
         make_decoder("canal-json", {"large-message-handle-compression": "zstd"})
+
+
+@pytest.mark.parametrize("elements", [("a\nb", "c"), ("x\x00y",), ("a\\", "b"), ("a\\\\b",)])
+def test_content_compatible_enum_members_round_trip(elements: tuple[str, ...]) -> None:
+    """content-compatible writes members in mysqlType as TiDB does; they must read back."""
+    from ticdc_spark.types import ColumnType
+
+    schema = TableSchema(
+        "db",
+        "t",
+        (
+            Column("id", parse_column_type("int"), nullable=False),
+            Column("e", ColumnType("enum", elements=elements)),
+        ),
+        (Index("PRIMARY", ("id",), primary=True, unique=True),),
+    ).with_derived_flags()
+    row = RowChange(RowKind.INSERT, schema, 5 << 18, after={"id": 1, "e": 1})
+    options = {"enable-tidb-extension": "true", "content-compatible": "true"}
+    (message,) = make_encoder("canal-json", options).encode([row])
+    (event,) = make_decoder("canal-json", options).decode(message)
+    assert event.schema.columns[1].type.elements == elements
+    assert event.after == {"id": 1, "e": 1}

@@ -125,3 +125,15 @@ def test_iso_8601_forms_mysql_never_writes_are_not_dates(text: str) -> None:
     with pytest.raises(ValueError):
         (parse_date if len(text) == 10 else parse_datetime)(text)
     assert parse_datetime("2024-01-01 12:00:00.5") == dt.datetime(2024, 1, 1, 12, 0, 0, 500000)
+
+
+@pytest.mark.parametrize(
+    "elements", [("a\nb", "c"), ("x\x00y", "z\r"), ("a\\", "b"), ("a\\\\b", "it's"), ("\\'",)]
+)
+def test_enum_members_read_back_from_the_type_text(elements: tuple[str, ...]) -> None:
+    """Members are written as TiDB writes them (quotes doubled, NUL/LF/CR escaped, a
+    backslash as is), and read back exactly: a trailing backslash used to end the member
+    list, and escaped control characters stayed escaped."""
+    for name in ("enum", "set"):
+        ctype = ColumnType(name, elements=elements)
+        assert parse_column_type(ctype.sql()).elements == elements

@@ -53,6 +53,7 @@ __all__ = [
     "ColumnType",
     "Family",
     "ZeroDate",
+    "escape_element",
     "format_time",
     "parse_column_type",
     "text_formatter",
@@ -223,7 +224,7 @@ def _params_sql(ctype: ColumnType) -> str:
     if family in (Family.ENUM, Family.SET):
         if not ctype.elements:
             return ""
-        quoted = ",".join("'" + e.replace("'", "''") + "'" for e in ctype.elements)
+        quoted = ",".join("'" + escape_element(e) + "'" for e in ctype.elements)
         return f"({quoted})"
     if family in (Family.DECIMAL, Family.FLOAT, Family.DOUBLE):
         if ctype.length is not None and ctype.decimal is not None:
@@ -256,7 +257,20 @@ _TYPE_RE = re.compile(
         (?:\((?P<params>.*)\))?\s*(?P<rest>[a-z_0-9\s]*)$""",
     re.IGNORECASE | re.VERBOSE | re.DOTALL,
 )
-_ELEMENT_RE = re.compile(r"'((?:[^'\\]|''|\\.)*)'", re.DOTALL)
+# ENUM/SET members as TiDB writes them (format.OutputFormat): quotes doubled, NUL, LF and CR
+# as \0 \n \r, a backslash as is.  So a backslash never escapes a quote here, and a member
+# holding a backslash followed by 0, n or r reads back as the control character: TiDB's own
+# ambiguity (MySQL DDL text is unescaped by the DDL parser before it gets here).
+_ELEMENT_RE = re.compile(r"'((?:[^']|'')*)'", re.DOTALL)
+_ELEMENT_ESCAPES = {"'": "''", "\0": "\\0", "\n": "\\n", "\r": "\\r"}
+_ELEMENT_ESCAPE_RE = re.compile(r"['\x00\n\r]")
+_ELEMENT_UNESCAPES = {v: k for k, v in _ELEMENT_ESCAPES.items()}
+_ELEMENT_UNESCAPE_RE = re.compile(r"''|\\[0nr]")
+
+
+def escape_element(element: str) -> str:
+    """An ENUM/SET member as it stands between quotes in a column type, as TiDB writes it."""
+    return _ELEMENT_ESCAPE_RE.sub(lambda m: _ELEMENT_ESCAPES[m[0]], element)
 
 
 @lru_cache(maxsize=4096)
@@ -304,7 +318,7 @@ def _with_params(base: ColumnType, params: str) -> ColumnType:
 
 
 def _unquote_element(raw: str) -> str:
-    return raw.replace("''", "'").replace("\\'", "'").replace("\\\\", "\\")
+    return _ELEMENT_UNESCAPE_RE.sub(lambda m: _ELEMENT_UNESCAPES[m[0]], raw)
 
 
 # --------------------------------------------------------------------------------------------

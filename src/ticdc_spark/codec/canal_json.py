@@ -67,6 +67,7 @@ from ticdc_spark.model import (
 from ticdc_spark.types import (
     ColumnType,
     Family,
+    escape_element,
     parse_column_type,
     parse_float,
     text_formatter,
@@ -223,7 +224,7 @@ def full_type_desc(ctype: ColumnType) -> str:
     elif name in ("float", "double"):
         params = f"({length},{decimal})" if decimal and length is not None else ""
     elif name in ("enum", "set"):
-        params = "(" + ",".join("'" + _escape_element(e) + "'" for e in ctype.elements) + ")"
+        params = "(" + ",".join("'" + escape_element(e) + "'" for e in ctype.elements) + ")"
     elif name in ("datetime", "timestamp", "time"):
         params = f"({decimal})" if decimal else ""
     elif name in _NO_PARAMS or length is None:
@@ -264,10 +265,6 @@ _NO_PARAMS = frozenset(
         "longblob",
     )
 )
-
-
-def _escape_element(element: str) -> str:
-    return element.replace("'", "''").replace("\0", "\\0").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def plain_type_desc(ctype: ColumnType) -> str:
