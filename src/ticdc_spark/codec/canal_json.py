@@ -312,7 +312,7 @@ def _latin1_bytes(text: str) -> bytes:
 
 def _member_or_int(text: str, lookup: Callable[[str], int | None], what: str) -> int:
     """TiCDC writes ENUM/SET as their number; other producers may write the member names."""
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # (str.isdigit alone takes "²", which int refuses)
         return int(text)
     found = lookup(text)
     if found is None:

@@ -280,7 +280,7 @@ def _member_names(ctype: ColumnType, text: Any, target: Any) -> Any:
     lookup = ctype.enum_name if ctype.family is Family.ENUM else _set_text(ctype)
     out = []
     for value in text.to_pylist():
-        if value is None or not value.isdigit():
+        if value is None or not (value.isascii() and value.isdigit()):
             out.append(value)  # already names (Alibaba Canal) or null
             continue
         name = lookup(int(value))
