@@ -10,6 +10,7 @@ integers: those columns are stored as ``int``.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,26 @@ __all__ = ["IcebergSink", "parse_iceberg_target"]
 log = logging.getLogger(__name__)
 VERSION_PROPERTY = "ticdc.version"
 _REWRITE_SUFFIX = "__ticdc_rewrite"
+
+
+def _has_nulls(rows: Any, keys: list[str]) -> bool:
+    return any(rows[k].null_count for k in keys)
+
+
+def _null_safe_match(rows: Any, keys: list[str]) -> Any:
+    """An Iceberg filter matching the rows' keys, a null matching a null."""
+    from pyiceberg.expressions import AlwaysFalse, And, EqualTo, IsNull, Or
+
+    def term(column: str, value: Any) -> Any:
+        return IsNull(column) if value is None else EqualTo(column, value)  # type: ignore[call-arg,arg-type]
+
+    matches = [
+        And(*(term(k, v) for k, v in row.items())) if len(keys) > 1 else term(*row.popitem())
+        for row in rows.select(keys).group_by(keys).aggregate([]).to_pylist()
+    ]
+    if not matches:
+        return AlwaysFalse()
+    return matches[0] if len(matches) == 1 else Or(*matches)
 
 
 def parse_iceberg_target(spec: str) -> tuple[str, str]:
@@ -99,14 +120,19 @@ class IcebergSink(TableSink):
                 tx.set_properties({VERSION_PROPERTY: str(version)})
             return {"num_source_rows": rows.num_rows, "written": 0}
         with table.transaction() as tx:
-            result = tx.upsert(newer, join_cols=keys)
+            if _has_nulls(newer, keys):
+                # pyiceberg's upsert matches keys with EqualTo, which refuses a null (only a
+                # table without a key has null key values): replace the matching rows instead
+                with warnings.catch_warnings():  # (new rows match nothing: no news)
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    tx.delete(_null_safe_match(newer, keys))
+                tx.append(newer)
+                details = {}
+            else:
+                result = tx.upsert(newer, join_cols=keys)
+                details = {"updated": result.rows_updated, "inserted": result.rows_inserted}
             tx.set_properties({VERSION_PROPERTY: str(version)})
-        return {
-            "num_source_rows": rows.num_rows,
-            "written": newer.num_rows,
-            "updated": result.rows_updated,
-            "inserted": result.rows_inserted,
-        }
+        return {"num_source_rows": rows.num_rows, "written": newer.num_rows, **details}
 
     def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
         """The incoming rows whose key is new or whose commit ts beats the stored one (or
@@ -114,6 +140,8 @@ class IcebergSink(TableSink):
         import pyarrow.compute as pc
         from pyiceberg.expressions import In
 
+        if _has_nulls(rows, keys):
+            return self._newer_null_safe(table, keys, rows)
         first = keys[0]
         wanted = [v for v in rows[first].unique().to_pylist() if v is not None]
         row_filter = In(first, wanted) if wanted else f"{first} IS NULL"  # type: ignore[call-arg,arg-type]
@@ -137,6 +165,27 @@ class IcebergSink(TableSink):
         return (
             joined.filter(keep).drop_columns(["_stored_ts", "_stored_op"]).select(rows.column_names)
         )
+
+    def _newer_null_safe(self, table: Any, keys: list[str], rows: Any) -> Any:
+        """:meth:`_newer_than_existing` with null-safe key matching, in Python (Arrow joins
+        never match nulls): for tables without a key, whose rows may hold nulls."""
+        import pyarrow as pa
+
+        scan = table.scan(
+            row_filter=_null_safe_match(rows, keys), selected_fields=(*keys, COMMIT_TS, OP)
+        )
+        stored = {
+            tuple(r[k] for k in keys): (r[COMMIT_TS], r[OP]) for r in scan.to_arrow().to_pylist()
+        }
+        keep = []
+        for row in rows.select([*keys, COMMIT_TS, OP]).to_pylist():
+            found = stored.get(tuple(row[k] for k in keys))
+            keep.append(
+                found is None
+                or row[COMMIT_TS] > found[0]
+                or (row[COMMIT_TS] == found[0] and found[1] == DELETE_OP != row[OP])
+            )
+        return rows.filter(pa.array(keep, pa.bool_()))
 
     def add_columns(self, key: TableKey, fields: list[Any]) -> None:
         import pyarrow as pa
