@@ -234,3 +234,21 @@ def test_a_table_without_a_key_takes_rows_holding_nulls(kind: str, tmp_path: Pat
     applier.apply(Script().delete(200, {"a": "1", "b": None}, schema=NO_KEY).table(), 2)
     applier.apply(first.table(), 3)  # a late replay of the insert must not bring it back
     assert _rows(applier) == [{"a": 2, "b": "x"}]
+
+
+def test_a_late_row_from_before_a_drop_column_does_not_bring_the_column_back(
+    tmp_path: Path,
+) -> None:
+    """Eventual mode: partition 1's DROP COLUMN is applied before partition 0's older row,
+    whose schema still has the column; the row must not add it to the table again."""
+    with_c = _schema([["id", "int"], ["v", "varchar(10)"], ["c", "int"]], ["id"])
+    create = "CREATE TABLE `db`.`t` (`id` int PRIMARY KEY, `v` varchar(10), `c` int)"
+    drop = "ALTER TABLE `db`.`t` DROP COLUMN `c`"
+    script = Script().ddl(50, create, DDLType.CREATE_TABLE)
+    script.insert(60, {"id": "2", "v": "b", "c": "2"}, p=1, schema=with_c)
+    script.ddl(200, drop, DDLType.DROP_COLUMN)
+    applier = _applier(tmp_path)
+    applier.apply(script.table(), 0)
+    late = Script().insert(100, {"id": "1", "v": "a", "c": "1"}, schema=with_c)
+    applier.apply(late.table(), 1)
+    assert _rows(applier) == [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]

@@ -64,6 +64,9 @@ class ConsumerState:
     ddl_seen: set[tuple[str, str, int, str]] = field(default_factory=set)
     carried: dict[TableKey, str] = field(default_factory=dict)  # last schema JSON rows carried
     partitions: set[str] = field(default_factory=set)  # every topic/partition seen
+    # the commit ts of each table's last schema DDL: rows older than it carry an older
+    # schema, whose extra columns (since dropped) must not come back
+    schema_ts: dict[TableKey, int] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -86,6 +89,7 @@ class ConsumerState:
                 "ddl_seen": sorted(self.ddl_seen),
                 "carried": [[db, t, text] for (db, t), text in self.carried.items()],
                 "partitions": sorted(self.partitions),
+                "schema_ts": [[db, t, ts] for (db, t), ts in self.schema_ts.items()],
             }
         )
 
@@ -101,6 +105,7 @@ class ConsumerState:
             ddl_seen={(a, b, int(c), d) for a, b, c, d in obj["ddl_seen"]},
             carried={(db, t): text for db, t, text in obj.get("carried", [])},
             partitions=set(obj.get("partitions", [])),
+            schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
         )
 
 
@@ -426,7 +431,9 @@ class Planner:
                 raise TiCDCSparkError(f"no schema known for {key[0]}.{key[1]}")
             known = carried
         elif carried is not None:
-            known = _with_new_columns(known, carried)
+            last_ddl = self.state.schema_ts.get(key, -1)
+            if pc.max(rows["commit_ts"]).as_py() > last_ddl:  # (older rows: see schema_ts)
+                known = _with_new_columns(known, carried)
         self.state.tables[key] = known
         return known
 
@@ -686,6 +693,7 @@ def _apply_to_catalog(
     elif action in (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES):
         _rename(state, step, ddl_sql)
     elif step.before is not None and action in _ALTERS:
+        state.schema_ts[key] = max(state.schema_ts.get(key, -1), step.commit_ts)
         if step.sql.lstrip()[:5].upper() == "ALTER":
             state.tables[key], step.renamed_columns = ddl_sql.alter_table(step.before, step.sql)
         else:  # CREATE INDEX / DROP INDEX ... ON t
