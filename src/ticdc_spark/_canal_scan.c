@@ -259,7 +259,7 @@ static int read_string(Scan *s, Buf *out, int *escaped) {
         /* sixteen bytes at a time (every x86-64 has SSE2): a whole block is copied, then the
            output moves on by its plain bytes only (the reserve covers the rest of the
            message, so the block's tail is room already ours); a block with a special byte
-           leaves s->p on it, and the slower loops below have nothing to do */
+           leaves s->p on it (inside the message), and the slower loops are skipped */
         const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
         const __m128i below = _mm_set1_epi8(0x1F);
         while (s->end - s->p >= 16) {
@@ -279,23 +279,25 @@ static int read_string(Scan *s, Buf *out, int *escaped) {
             }
         }
 #endif
-        /* eight plain bytes at a time, then byte by byte up to the next special one */
-        while (!at_special && s->end - s->p >= 8) {
-            uint64_t v;
-            memcpy(&v, s->p, 8);
-            if (has_special(v)) break;
-            if (dst) {
-                memcpy(dst, &v, 8);
-                dst += 8;
+        if (!at_special) {
+            /* eight plain bytes at a time, then byte by byte up to the next special one */
+            while (s->end - s->p >= 8) {
+                uint64_t v;
+                memcpy(&v, s->p, 8);
+                if (has_special(v)) break;
+                if (dst) {
+                    memcpy(dst, &v, 8);
+                    dst += 8;
+                }
+                s->p += 8;
             }
-            s->p += 8;
+            if (dst) {
+                while (s->p < s->end && PLAIN[*s->p]) *dst++ = (char)*s->p++;
+            } else {
+                while (s->p < s->end && PLAIN[*s->p]) s->p++;
+            }
+            if (s->p >= s->end) return SLOW;
         }
-        if (dst) {
-            while (s->p < s->end && PLAIN[*s->p]) *dst++ = (char)*s->p++;
-        } else {
-            while (s->p < s->end && PLAIN[*s->p]) s->p++;
-        }
-        if (s->p >= s->end) return SLOW;
         unsigned char c = *s->p;
         if (c == '"') {
             s->p++;
