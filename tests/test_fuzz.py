@@ -151,39 +151,29 @@ def test_decode_error_names_the_record() -> None:
     assert "data" in info.value.reason
 
 
+def _open_protocol_row(columns: dict, offset: int) -> Message:
+    """A one-row Open Protocol record of table d.t from its column objects, read at x/0@offset."""
+    key = orjson.dumps({"ts": 1 << 20, "scm": "d", "tbl": "t", "t": 1})
+    value = orjson.dumps({"u": columns})
+    return Message(
+        struct.pack(">QQ", 1, len(key)) + key,
+        struct.pack(">Q", len(value)) + value,
+        topic="x",
+        partition=0,
+        offset=offset,
+    )
+
+
 def test_open_protocol_decimal_of_the_wrong_json_type_is_a_decode_error() -> None:
     """decimal.InvalidOperation (a JSON list or bool in a DECIMAL column) is a DecodeError."""
-    import struct
-
-    import orjson
-
-    from ticdc_spark.codec import Message, make_decoder
-    from ticdc_spark.errors import DecodeError
-
-    key = orjson.dumps({"ts": 1 << 20, "scm": "d", "tbl": "t", "t": 1})
     for wrong in ([1], True, {"a": 1}):
-        value = orjson.dumps({"u": {"a": {"t": 246, "f": 0, "v": wrong}}})
-        message = Message(
-            struct.pack(">QQ", 1, len(key)) + key,
-            struct.pack(">Q", len(value)) + value,
-            topic="x",
-            partition=0,
-            offset=3,
-        )
+        message = _open_protocol_row({"a": {"t": 246, "f": 0, "v": wrong}}, offset=3)
         with pytest.raises(DecodeError, match="x/0@3"):
             make_decoder("open-protocol", {}).decode(message)
 
 
 def test_open_protocol_binary_text_with_an_octal_escape_past_377_is_a_decode_error() -> None:
     """Go's strconv.Unquote refuses ``\\400``; it used to become the byte 0."""
-    key = orjson.dumps({"ts": 1 << 20, "scm": "d", "tbl": "t", "t": 1})
-    value = orjson.dumps({"u": {"b": {"t": 15, "f": 65, "v": "\\400"}}})  # (flag 1: binary)
-    message = Message(
-        struct.pack(">QQ", 1, len(key)) + key,
-        struct.pack(">Q", len(value)) + value,
-        topic="x",
-        partition=0,
-        offset=4,
-    )
+    binary = {"t": 15, "f": 65, "v": "\\400"}  # (flag 1: binary)
     with pytest.raises(DecodeError, match="x/0@4"):
-        make_decoder("open-protocol", {}).decode(message)
+        make_decoder("open-protocol", {}).decode(_open_protocol_row({"b": binary}, offset=4))
