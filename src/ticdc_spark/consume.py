@@ -561,7 +561,12 @@ def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
             for k, old in zip(keys, before, strict=True)
         ]
         source = np.concatenate([source, moved_source])
-        order = np.concatenate([order, moved_source * 2 - 1])
+        # A moved key's delete goes first among its commit ts's changes, as deletes do (see
+        # _ORDER): a transaction moving key 1 to 2 and key 0 to 1 leaves key 1 whatever the
+        # order its two updates arrive in.
+        ts = rows["commit_ts"].to_numpy()
+        first = np.searchsorted(ts, ts[moved_source]) if _is_sorted(ts) else moved_source
+        order = np.concatenate([order, first * 2 - 1])
         use_before = np.concatenate([use_before, np.ones(len(moved_source), dtype=bool)])
     groups = pa.table(
         {**{f"k{i}": k for i, k in enumerate(keys)}, "_order": pa.array(order, pa.int64())}
