@@ -85,6 +85,20 @@ def _default_column(schema: TableSchema, field: Any, rows: int) -> Any:
     return value.cast(field.type).take(pa.array([0] * rows, pa.int32()))
 
 
+_BOOKKEEPING = (COMMIT_TS, OP)
+
+
+def _same_stored_type(stored: Any, wanted: Any) -> bool:
+    """Whether a column stored as ``stored`` already holds ``wanted`` (a large string or
+    binary stores its plain variant)."""
+    import pyarrow as pa
+
+    if stored == wanted:
+        return True
+    large = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+    return bool(large.get(wanted) == stored)
+
+
 def _fills_defaults(schema: TableSchema, current: Any) -> bool:
     """Whether a column ``schema`` adds has a constant default to fill the rows with."""
     return any(
@@ -190,6 +204,10 @@ class TableSink(abc.ABC):
             return
         self._add_missing(key, self.arrow_schema(key), table_arrow_schema(schema))
 
+    def stored_schema(self, schema: TableSchema) -> Any:
+        """The Arrow schema this format stores a table of ``schema`` as."""
+        return table_arrow_schema(schema)
+
     def _add_missing(self, key: TableKey, current: Any, target: Any) -> None:
         missing = [f for f in target if current.get_field_index(f.name) < 0]
         if missing:
@@ -226,16 +244,18 @@ class TableSink(abc.ABC):
             self.create(schema)
             return
         current = self.arrow_schema(key)
-        target = table_arrow_schema(schema)
+        target = self.stored_schema(schema)
         if current.equals(target):
             return
-        same_names = [f.name for f in current] == [f.name for f in target][: len(current)]
-        same_types = all(
-            f.type == target.field(f.name).type
-            for f in current
-            if target.get_field_index(f.name) >= 0
+        # Columns added in place sit after the bookkeeping ones, and a format may store a
+        # type wider or as a large variant: neither is a reason to rewrite the table.
+        had = [f for f in current if f.name not in _BOOKKEEPING]
+        wanted = [f for f in target if f.name not in _BOOKKEEPING][: len(had)]
+        same = len(wanted) == len(had) and all(
+            f.name == g.name and _same_stored_type(f.type, g.type)
+            for f, g in zip(had, wanted, strict=True)
         )
-        if same_names and same_types and not renamed and not _fills_defaults(schema, current):
+        if same and not renamed and not _fills_defaults(schema, current):
             self._add_missing(key, current, target)
         elif self.applied_version(key) < version:
             log.info("rewriting %s.%s to its new schema", *key)

@@ -85,6 +85,9 @@ class IcebergSink(TableSink):
     def _cast(self, schema: TableSchema, rows: Any) -> Any:
         return rows.cast(iceberg_arrow_schema(schema))
 
+    def stored_schema(self, schema: TableSchema) -> Any:
+        return iceberg_arrow_schema(schema)
+
     # -- hooks ----------------------------------------------------------------------------
 
     def open_table(self, key: TableKey) -> Any:
