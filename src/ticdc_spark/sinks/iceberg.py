@@ -30,9 +30,13 @@ def _has_nulls(rows: Any, keys: list[str]) -> bool:
     return any(rows[k].null_count for k in keys)
 
 
-def _null_safe_match(rows: Any, keys: list[str]) -> Any:
+def _match(rows: Any, keys: list[str]) -> Any:
     """An Iceberg filter matching the rows' keys, a null matching a null."""
-    from pyiceberg.expressions import AlwaysFalse, And, EqualTo, IsNull, Or
+    from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, IsNull, Or
+
+    if len(keys) == 1 and not rows[keys[0]].null_count:
+        values = rows[keys[0]].unique().to_pylist()
+        return In(keys[0], values) if values else AlwaysFalse()  # type: ignore[call-arg,arg-type]
 
     def term(column: str, value: Any) -> Any:
         return IsNull(column) if value is None else EqualTo(column, value)  # type: ignore[call-arg,arg-type]
@@ -83,7 +87,13 @@ class IcebergSink(TableSink):
         self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse)
 
     def _cast(self, schema: TableSchema, rows: Any) -> Any:
-        return rows.cast(iceberg_arrow_schema(schema))
+        """Rows in the stored types, their columns in the table's order (pyiceberg matches
+        by position; columns added in place come after the bookkeeping ones)."""
+        rows = rows.cast(iceberg_arrow_schema(schema))
+        stored = self.arrow_schema((schema.database, schema.table)).names
+        order = [n for n in stored if n in rows.column_names]
+        order += [n for n in rows.column_names if n not in order]
+        return rows.select(order) if order != rows.column_names else rows
 
     def stored_schema(self, schema: TableSchema) -> Any:
         return iceberg_arrow_schema(schema)
@@ -122,20 +132,17 @@ class IcebergSink(TableSink):
             with table.transaction() as tx:
                 tx.set_properties({VERSION_PROPERTY: str(version)})
             return {"num_source_rows": rows.num_rows, "written": 0}
+        # The stored rows of these keys are replaced: deleted and appended in one transaction.
+        # (Not pyiceberg's upsert: it matches keys with EqualTo, which refuses the nulls a
+        # table without a key may hold, and it reads data files written before a column was
+        # added without that column, then fails to line them up with the new rows.)
         with table.transaction() as tx:
-            if _has_nulls(newer, keys):
-                # pyiceberg's upsert matches keys with EqualTo, which refuses a null (only a
-                # table without a key has null key values): replace the matching rows instead
-                with warnings.catch_warnings():  # (new rows match nothing: no news)
-                    warnings.filterwarnings("ignore", "Delete operation did not match")
-                    tx.delete(_null_safe_match(newer, keys))
-                tx.append(newer)
-                details = {}
-            else:
-                result = tx.upsert(newer, join_cols=keys)
-                details = {"updated": result.rows_updated, "inserted": result.rows_inserted}
+            with warnings.catch_warnings():  # (new rows match nothing: no news)
+                warnings.filterwarnings("ignore", "Delete operation did not match")
+                tx.delete(_match(newer, keys))
+            tx.append(newer)
             tx.set_properties({VERSION_PROPERTY: str(version)})
-        return {"num_source_rows": rows.num_rows, "written": newer.num_rows, **details}
+        return {"num_source_rows": rows.num_rows, "written": newer.num_rows}
 
     def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
         """The incoming rows whose key is new or whose commit ts beats the stored one (or
@@ -174,9 +181,7 @@ class IcebergSink(TableSink):
         never match nulls): for tables without a key, whose rows may hold nulls."""
         import pyarrow as pa
 
-        scan = table.scan(
-            row_filter=_null_safe_match(rows, keys), selected_fields=(*keys, COMMIT_TS, OP)
-        )
+        scan = table.scan(row_filter=_match(rows, keys), selected_fields=(*keys, COMMIT_TS, OP))
         stored = {
             tuple(r[k] for k in keys): (r[COMMIT_TS], r[OP]) for r in scan.to_arrow().to_pylist()
         }
