@@ -263,3 +263,19 @@ def test_a_negative_zero_keeps_its_sign() -> None:
     make_decoder("open-protocol", {}).decode_changelog(message, builder)
     (image,) = builder.to_batch().column("after").to_pylist()
     assert dict(image)["d"] in ("-0", "-0.0") and dict(image)["f"] in ("-0", "-0.0")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("type_name", ["double", "float"])
+def test_a_value_json_has_no_number_for_is_an_encode_error(value: float, type_name: str) -> None:
+    """Open Protocol writes FLOAT/DOUBLE as JSON numbers: NaN and infinities have none (Go's
+    encoding/json refuses them; this wrote `NaN` and `+Infe`)."""
+    schema = TableSchema(
+        "test",
+        "t",
+        (Column("id", ColumnType("bigint"), nullable=False), Column("x", ColumnType(type_name))),
+        (Index("PRIMARY", ("id",), primary=True, unique=True),),
+    ).with_derived_flags()
+    row = RowChange(RowKind.INSERT, schema, TS, after={"id": 1, "x": value})
+    with pytest.raises(EncodeError, match="JSON number"):
+        make_encoder("open-protocol", {}).encode([row])

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import binascii
 import json
+import math
 import re
 import struct
 from collections.abc import Callable, Iterable, Iterator
@@ -213,12 +214,26 @@ def _wire_encoder(ctype: ColumnType, code: int) -> tuple[Callable[[Any], Any], i
     if family in (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT):
         return _identity, INT, 0
     if family is Family.FLOAT:
-        return lambda v: orjson.Fragment(go_json_float(v, 32)), FLOAT32, 0
+        return _json_float32, FLOAT32, 0
     if family is Family.DOUBLE:
-        return lambda v: orjson.Fragment(go_json_float(v, 64)), DOUBLE, 0
+        return _json_float64, DOUBLE, 0
     if family is Family.UNKNOWN:
         return lambda v: v.decode("latin-1") if isinstance(v, bytes) else v, CALL, 0
     return text_formatter(ctype), *text_kind(ctype)
+
+
+def _json_float(value: float, bits: int) -> orjson.Fragment:
+    if not math.isfinite(value):  # (Go's encoding/json refuses them too; TiDB stores none)
+        raise EncodeError(f"{value!r} cannot be written as a JSON number")
+    return orjson.Fragment(go_json_float(value, bits))
+
+
+def _json_float32(value: float) -> orjson.Fragment:
+    return _json_float(value, 32)
+
+
+def _json_float64(value: float) -> orjson.Fragment:
+    return _json_float(value, 64)
 
 
 def _identity(value: Any) -> Any:
