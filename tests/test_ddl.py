@@ -37,3 +37,24 @@ from ticdc_spark.model import DDLType
 )
 def test_classify(sql: str, action: DDLType) -> None:
     assert classify(sql) is action
+
+
+def test_the_saved_consumer_state_keeps_the_whole_catalog() -> None:
+    """After a restart DDLs work from the saved catalog: it keeps unique indexes (a DROP INDEX
+    of the handle key's index must find it), nullability and defaults, not only the handle
+    key the changelog's schema JSON carries."""
+    from ticdc_spark.consume import ConsumerState
+    from ticdc_spark.ddl_schema import alter_table, parse_create_table
+
+    schema = parse_create_table(
+        "CREATE TABLE `db`.`t` (`a` int NOT NULL, `b` varchar(8) DEFAULT 'x''y', "
+        "`c` datetime DEFAULT CURRENT_TIMESTAMP, `e` enum('p\\\\','q') NOT NULL, "
+        "UNIQUE KEY `uk` (`a`), KEY `k` (`b`))",
+        "db",
+    )
+    assert schema is not None and schema.handle_key == ("a",)
+    saved = ConsumerState(tables={("db", "t"): schema}).to_json()
+    restored = ConsumerState.from_json(saved).tables[("db", "t")]
+    assert restored == schema
+    dropped, _ = alter_table(restored, "ALTER TABLE `db`.`t` DROP INDEX `uk`")
+    assert dropped.handle_key == ()

@@ -176,3 +176,21 @@ def test_unreadable_statements_raise(sql: str) -> None:
             apply_alter_table(schema, sql)
         else:
             parse_create_table(sql)
+
+
+def test_key_changes_move_the_handle_key_even_where_flags_named_it() -> None:
+    """A protocol's column flags can name the handle key with no index to go with it; DROP
+    INDEX of the handle's index and ADD PRIMARY KEY must still move it (flags kept it)."""
+    from ticdc_spark.ddl_schema import alter_table, parse_create_table
+    from ticdc_spark.model import TableSchema
+
+    schema = parse_create_table(
+        "CREATE TABLE t (a int NOT NULL, b int NOT NULL, UNIQUE KEY uk (a))", "db"
+    )
+    assert schema is not None and schema.handle_key == ("a",)
+    assert alter_table(schema, "ALTER TABLE t DROP INDEX uk")[0].handle_key == ()
+    moved = alter_table(schema, "ALTER TABLE t ADD PRIMARY KEY (b)")[0]
+    assert moved.handle_key == ("b",) and moved.primary_key == ("b",)
+    flagged = TableSchema("db", "t", schema.columns, ())  # flags only, as Open Protocol has
+    assert flagged.handle_key == ("a",)
+    assert alter_table(flagged, "ALTER TABLE t ADD PRIMARY KEY (b)")[0].handle_key == ("b",)

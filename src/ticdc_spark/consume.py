@@ -36,7 +36,7 @@ import orjson
 
 from ticdc_spark.changelog import BOOTSTRAP, DDL, ERROR, ROW, WATERMARK, schema_from_json
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
-from ticdc_spark.model import DDLType, TableSchema
+from ticdc_spark.model import Column, DDLType, DefaultExpression, Index, TableSchema
 
 __all__ = ["ConsumerState", "DDLStep", "Plan", "Planner", "TableChanges"]
 
@@ -78,12 +78,10 @@ class ConsumerState:
     # -- persistence ------------------------------------------------------------------------
 
     def to_json(self) -> bytes:
-        from ticdc_spark.changelog import schema_json
-
         return orjson.dumps(
             {
                 "watermarks": self.watermarks,
-                "tables": [[db, t, schema_json(s)] for (db, t), s in self.tables.items()],
+                "catalog": [[db, t, _catalog_entry(s)] for (db, t), s in self.tables.items()],
                 "floors": [[db, t, ts] for (db, t), ts in self.floors.items()],
                 "applied_ts": self.applied_ts,
                 "ddl_seen": sorted(self.ddl_seen),
@@ -98,7 +96,11 @@ class ConsumerState:
         obj = orjson.loads(data)
         return cls(
             watermarks={str(k): int(v) for k, v in obj["watermarks"].items()},
-            tables={(db, t): schema_from_json(js, db, t) for db, t, js in obj["tables"]},
+            tables={
+                (db, t): _catalog_schema(entry, db, t) for db, t, entry in obj.get("catalog", [])
+            }
+            # (states saved before the catalog was: the changelog's schema JSON)
+            or {(db, t): schema_from_json(js, db, t) for db, t, js in obj.get("tables", [])},
             floors={(db, t): int(ts) for db, t, ts in obj["floors"]},
             applied_ts=int(obj["applied_ts"]),
             held=held,
@@ -107,6 +109,51 @@ class ConsumerState:
             partitions=set(obj.get("partitions", [])),
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
         )
+
+
+def _catalog_entry(schema: TableSchema) -> dict[str, Any]:
+    """A catalog schema as the consumer state keeps it: everything DDLs work from (the
+    changelog's schema JSON keeps only names, types and the handle key)."""
+    return {
+        "columns": [
+            [
+                c.name,
+                c.type.sql(),
+                c.nullable,
+                c.default,
+                isinstance(c.default, DefaultExpression),
+                c.generated,
+            ]
+            for c in schema.columns
+        ],
+        "indexes": [
+            [i.name, list(i.columns), i.primary, i.unique, i.nullable] for i in schema.indexes
+        ],
+        "tableId": schema.table_id,
+        "version": schema.version,
+    }
+
+
+def _catalog_schema(entry: dict[str, Any], database: str, table: str) -> TableSchema:
+    from ticdc_spark.types import parse_column_type
+
+    columns = tuple(
+        Column(
+            name,
+            parse_column_type(sql),
+            nullable,
+            DefaultExpression(default) if expression else default,
+            generated,
+        )
+        for name, sql, nullable, default, expression, generated in entry["columns"]
+    )
+    indexes = tuple(
+        Index(name, tuple(names), primary, unique, nullable)
+        for name, names, primary, unique, nullable in entry["indexes"]
+    )
+    return TableSchema(
+        database, table, columns, indexes, int(entry["tableId"]), int(entry["version"])
+    ).with_derived_flags()
 
 
 @dataclass

@@ -12,11 +12,11 @@ cannot read raises :class:`~ticdc_spark.errors.DDLParseError`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 
 from ticdc_spark.errors import DDLParseError
-from ticdc_spark.model import Column, DefaultExpression, Index, TableSchema
+from ticdc_spark.model import Column, ColumnFlag, DefaultExpression, Index, TableSchema
 from ticdc_spark.types import ColumnType, parse_column_type
 
 __all__ = [
@@ -497,13 +497,27 @@ class _Alter:
     def _add_index(self, index: Index) -> None:
         if index.primary:
             self.indexes = [i for i in self.indexes if not i.primary]
+            self._forget_keys([c.name for c in self.columns])  # the new key is the handle
         self.indexes.append(index)
+
+    def _forget_keys(self, names: Iterable[str]) -> None:
+        """Clear the key flags of these columns, so the schema's handle key is derived from
+        its indexes again (flags a protocol carried would otherwise keep an old key)."""
+        lowered = {n.lower() for n in names}
+        self.columns = [
+            replace(c, flags=c.flags & ~_KEY_FLAGS) if c.name.lower() in lowered else c
+            for c in self.columns
+        ]
 
     def _drop(self, clause: _Stream) -> None:
         if clause.accept("PRIMARY", "KEY"):
+            self._forget_keys(n for i in self.indexes if i.primary for n in i.columns)
             self.indexes = [i for i in self.indexes if not i.primary]
         elif clause.accept("INDEX") or clause.accept("KEY"):
             name = clause.name()
+            self._forget_keys(
+                n for i in self.indexes if i.name.lower() == name.lower() for n in i.columns
+            )
             self.indexes = [i for i in self.indexes if i.name.lower() != name.lower()]
         elif clause.is_word("FOREIGN", "CHECK", "CONSTRAINT", "PARTITION"):
             return
@@ -572,6 +586,11 @@ class _Alter:
         self.columns = [
             replace(c, default=default) if c.name.lower() == name else c for c in self.columns
         ]
+
+
+_KEY_FLAGS = (
+    ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY | ColumnFlag.UNIQUE_KEY | ColumnFlag.MULTIPLE_KEY
+)
 
 
 def _position(clause: _Stream) -> tuple[str, str] | None:
