@@ -599,21 +599,23 @@ def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
         pc.if_else(mask, old, new).filter(pa.array(keep))
         for old, new in zip(before, after, strict=True)
     ]
-    order = source * 2  # even numbers for changes, the odd one before for a moved key's delete
-    use_before = is_delete[keep]
     moved_source = np.arange(n)[moved]
+    # Every entry gets a distinct order: row i's change is i * width + width - 1, and the
+    # deletes of moved keys take the slots below the first change of their commit ts (as
+    # deletes go first, see _ORDER: a transaction moving key 1 to 2 and key 0 to 1 leaves
+    # key 1 whatever the order its two updates arrive in).
+    width = len(moved_source) + 1
+    order = source * width + (width - 1)
+    use_before = is_delete[keep]
     if len(moved_source):
         keys = [
             pa.concat_arrays([k, old.filter(pa.array(moved))])
             for k, old in zip(keys, before, strict=True)
         ]
         source = np.concatenate([source, moved_source])
-        # A moved key's delete goes first among its commit ts's changes, as deletes do (see
-        # _ORDER): a transaction moving key 1 to 2 and key 0 to 1 leaves key 1 whatever the
-        # order its two updates arrive in.
         ts = rows["commit_ts"].to_numpy()
         first = np.searchsorted(ts, ts[moved_source]) if _is_sorted(ts) else moved_source
-        order = np.concatenate([order, first * 2 - 1])
+        order = np.concatenate([order, first * width + np.arange(len(moved_source))])
         use_before = np.concatenate([use_before, np.ones(len(moved_source), dtype=bool)])
     groups = pa.table(
         {**{f"k{i}": k for i, k in enumerate(keys)}, "_order": pa.array(order, pa.int64())}
@@ -745,11 +747,11 @@ def _apply_to_catalog(
     elif action in (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES):
         _rename(state, step, ddl_sql)
     elif step.before is not None and action in _ALTERS:
-        state.schema_ts[key] = max(state.schema_ts.get(key, -1), step.commit_ts)
         if step.sql.lstrip()[:5].upper() == "ALTER":
             state.tables[key], step.renamed_columns = ddl_sql.alter_table(step.before, step.sql)
         else:  # CREATE INDEX / DROP INDEX ... ON t
             state.tables[key] = ddl_sql.apply_index_ddl(step.before, step.sql)
+        state.schema_ts[key] = max(state.schema_ts.get(key, -1), step.commit_ts)
     step.after = state.tables.get(key)
 
 

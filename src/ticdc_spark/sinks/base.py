@@ -25,6 +25,7 @@ from ticdc_spark.sinks.convert import (
     table_arrow_schema,
     typed_rows,
 )
+from ticdc_spark.types import Family
 
 __all__ = ["StepResult", "TableSink", "carried_columns", "live"]
 
@@ -78,7 +79,13 @@ def _default_column(schema: TableSchema, field: Any, rows: int) -> Any:
     default = None if column is None else column.default
     if default is None or isinstance(default, DefaultExpression):
         return pa.nulls(rows, field.type)
-    value, failed = convert_column(column.type, pa.array([default], pa.string()))  # type: ignore[union-attr]
+    ctype = column.type  # type: ignore[union-attr]
+    if ctype.family is Family.BYTES:  # the literal's bytes (changelog text would be base64)
+        raw = default.encode("utf-8")
+        if ctype.name == "binary" and ctype.length:  # BINARY(n) pads with zero bytes
+            raw = raw.ljust(ctype.length, b"\0")
+        return pa.array([raw] * rows, pa.binary()).cast(field.type)
+    value, failed = convert_column(ctype, pa.array([default], pa.string()))
     if failed:
         log.warning("cannot read the default %r of column %s: %s", default, field.name, failed[0])
         return pa.nulls(rows, field.type)
