@@ -315,7 +315,9 @@ def _row_value(value: bytes) -> Any:
     """A row event's value object, keeping a negative zero's sign (orjson checks the JSON;
     the standard parser, told to read -0 as a float, runs only when the text holds one)."""
     obj = loads(value, "row value")
-    if b"-0" in value and _NEGATIVE_ZERO.search(value):
+    # (a substring test first: dates put "-0" in most rows, and the search costs a third of
+    # the decoding; Go writes no space after the colon)
+    if b":-0" in value and _NEGATIVE_ZERO.search(value):
         obj = json.loads(value, parse_int=lambda text: -0.0 if text == "-0" else int(text))
     return obj
 
