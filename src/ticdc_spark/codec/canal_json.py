@@ -444,9 +444,8 @@ class CanalJSONEncoder:
         return small
 
     def _row_json(self, row: RowChange, key_only: bool, tidb_marker: bytes) -> bytes:
-        kind, before, after = row.kind, row.before, row.after
-        if (before is None and kind is not _INSERT) or (after is None and kind is not _DELETE):
-            row_images(row)  # raises, naming the missing image
+        kind = row.kind
+        before, after = row_images(row)
         opts = self.options
         plan = self._plan(row.schema, key_only)
         if key_only:

@@ -121,12 +121,17 @@ def changed_columns(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict
 
 
 def row_images(row: RowChange) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """(before, after) with the images a kind must have checked."""
-    if row.kind is not RowKind.INSERT and row.before is None:
+    """(before, after) with the images a kind must have checked (on every row an encoder
+    writes: hence the enum members bound once)."""
+    before, after = row.before, row.after
+    if before is None and row.kind is not _INSERT:
         raise ValueError(f"{row.kind.value} of {row.schema.qualified_name} has no before image")
-    if row.kind is not RowKind.DELETE and row.after is None:
+    if after is None and row.kind is not _DELETE:
         raise ValueError(f"{row.kind.value} of {row.schema.qualified_name} has no after image")
-    return row.before, row.after
+    return before, after
+
+
+_INSERT, _DELETE = RowKind.INSERT, RowKind.DELETE
 
 
 def temporal_columns(schema: TableSchema) -> tuple[str, ...]:

@@ -517,9 +517,8 @@ class OpenProtocolEncoder:
         return go_json(orjson.dumps(key_obj)), value
 
     def _row_value(self, row: RowChange, plan: _TablePlan, key_only: bool) -> bytes:
-        kind, before, after = row.kind, row.before, row.after
-        if (before is None and kind is not _INSERT) or (after is None and kind is not _DELETE):
-            row_images(row)  # raises, naming the missing image
+        kind = row.kind
+        before, after = row_images(row)
         opts = self.options
         if key_only or (kind is _DELETE and opts.delete_only_output_handle_key_columns):
             before = handle_key_image(row, before) if before is not None else None
