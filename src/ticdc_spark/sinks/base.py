@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ticdc_spark.consume import DDLStep, TableChanges
-from ticdc_spark.model import DDLType, DefaultExpression, TableSchema
+from ticdc_spark.model import Column, DDLType, DefaultExpression, TableSchema
 from ticdc_spark.sinks.convert import (
     COMMIT_TS,
     OP,
@@ -72,14 +72,20 @@ def carried_columns(
     return out
 
 
+def _constant_default(column: Column | None) -> str | None:
+    """A column's DEFAULT when it is a constant (what upstream's existing rows then hold)."""
+    default = None if column is None else column.default
+    return None if isinstance(default, DefaultExpression) else default
+
+
 def _default_column(schema: TableSchema, field: Any, rows: int) -> Any:
     import pyarrow as pa
 
-    column = next((c for c in schema.columns if c.name == field.name), None)
-    default = None if column is None else column.default
-    if default is None or isinstance(default, DefaultExpression):
+    column = schema.get(field.name)
+    default = _constant_default(column)
+    if column is None or default is None:
         return pa.nulls(rows, field.type)
-    ctype = column.type  # type: ignore[union-attr]
+    ctype = column.type
     if ctype.family is Family.BYTES:  # the literal's bytes (changelog text would be base64)
         raw = default.encode("utf-8")
         if ctype.name == "binary" and ctype.length:  # BINARY(n) pads with zero bytes
@@ -109,9 +115,7 @@ def _same_stored_type(stored: Any, wanted: Any) -> bool:
 def _fills_defaults(schema: TableSchema, current: Any) -> bool:
     """Whether a column ``schema`` adds has a constant default to fill the rows with."""
     return any(
-        c.default is not None
-        and not isinstance(c.default, DefaultExpression)
-        and current.get_field_index(c.name) < 0
+        _constant_default(c) is not None and current.get_field_index(c.name) < 0
         for c in schema.columns
     )
 
