@@ -2,8 +2,9 @@
 
 The Spark decode stage's fast path.  ``_canal_scan`` (C, see its header for why) reads a whole
 Arrow column of messages and writes the changelog's buffers directly: database, table, op,
-commit ts, the before and after images as map entries, and each message's *shape* (its
-database, table, ``mysqlType``, ``pkNames`` and column names, as one JSON text).  Python then
+commit ts, the before and after images as map entries, and each message's *shape* number
+(the shapes' texts, one JSON array each of database, table, ``mysqlType``, ``pkNames`` and
+column names, written once per run of messages that share one).  Python then
 works per shape, not per message: a shape the decoder can plan, with no binary column (whose
 Latin-1 text becomes base64), is fast; every message of another shape, and every message the
 scanner marked slow, is decoded by the careful path (the ``careful(i)`` callback, which adds
