@@ -3,12 +3,35 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TICDC_SPARK_SHARED", ROOT.parent / "shared"))
+
+
+def _shared() -> Path:
+    """The project's shared folder (specification, golden files): TICDC_SPARK_SHARED, else
+    beside this checkout, else beside the checkout it was cloned from (a local clone made
+    elsewhere, e.g. under /tmp to try a clean install)."""
+    if "TICDC_SPARK_SHARED" in os.environ:
+        return Path(os.environ["TICDC_SPARK_SHARED"])
+    beside = ROOT.parent / "shared"
+    if beside.is_dir():
+        return beside
+    origin = subprocess.run(
+        ["git", "-C", str(ROOT), "config", "--get", "remote.origin.url"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if origin and Path(origin).is_dir() and (Path(origin).resolve().parent / "shared").is_dir():
+        return Path(origin).resolve().parent / "shared"
+    return beside
+
+
+SHARED = _shared()
 SPEC = SHARED / "spec"
 GOLDEN = SHARED / "golden"
 
