@@ -7,6 +7,7 @@ import pytest
 
 from pipeline_helpers import changelog, produce
 from ticdc_spark.spark.decode import changes, dead_letters, decode
+from ticdc_spark.spark.session import ARROW_BATCH_CONF
 from ticdc_spark.workload import Workload
 
 pytestmark = pytest.mark.spark
@@ -52,6 +53,33 @@ def test_decode_stage_matches_the_codec(spark, protocol: str, options: dict) -> 
     want = expected.sort_by([(k, "ascending") for k in key])
     columns = ["kind", "op", "database", "table", "commit_ts", "before", "after", "sql"]
     assert got.select(columns).to_pylist() == want.select(columns).to_pylist()
+
+
+def test_batches_bounded_by_records_decode_like_one(spark) -> None:
+    """The session lifts Spark's per-row byte check and cuts Arrow batches by records instead;
+    a stream cut into many batches (tables' schemas memoized across them) decodes the same."""
+    conf = spark.conf
+    for key, value in ARROW_BATCH_CONF.items():
+        assert conf.get(key) == value
+    options = {"enable-tidb-extension": "true"}
+    messages = produce(Workload(seed=8, rows=600, tables=2), "canal-json", options, partitions=1)
+    records = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    conf.set(records, "97")  # many batches per task, each boundary mid-table
+    try:
+        result = decode(_kafka_frame(spark, messages).coalesce(1), "canal-json", options)
+        got = result.toArrow()
+    finally:
+        conf.set(records, ARROW_BATCH_CONF[records])
+    expected = changelog(messages, "canal-json", options)
+    key = [("offset", "ascending"), ("seq", "ascending")]
+    columns = ["kind", "op", "database", "table", "commit_ts", "before", "after", "offset"]
+    assert len(messages) > 5 * 97
+    assert got.sort_by(key).select(columns).to_pylist() == (
+        expected.sort_by(key).select(columns).to_pylist()
+    )
+    # every batch restates the schema of each table it touches: the apply stage needs no memo
+    with_schema = got.filter(pa.compute.is_valid(got["schema"]))
+    assert with_schema.num_rows >= len(messages) // 97
 
 
 def test_bad_messages_become_dead_letters(spark) -> None:

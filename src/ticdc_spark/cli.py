@@ -388,6 +388,13 @@ def _add_replicate(commands: Any) -> None:
         help="apply each micro-batch before reading the next (default: apply it while Spark "
         "reads the next, with the batch logged to the checkpoint first)",
     )
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     parser.set_defaults(run=_run_replicate)
 
@@ -409,7 +416,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
         dead_letters=args.dead_letters,
         overlap=not args.serial_apply,
     )
-    spark = local_session("ticdc-spark replicate")
+    spark = local_session("ticdc-spark replicate", settings=parse_key_values(args.spark_conf))
     spark.sparkContext.setLogLevel("ERROR")
     totals = _Totals()
     run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
