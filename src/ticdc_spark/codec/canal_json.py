@@ -39,6 +39,7 @@ from ticdc_spark.codec.common import (
     handle_key_image,
     loads,
     require_dict,
+    row_encode_error,
     row_images,
     temporal_columns,
 )
@@ -49,7 +50,7 @@ from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compr
 from ticdc_spark.codec.options import CommonOptions
 from ticdc_spark.codec.registry import CodecSpec, register
 from ticdc_spark.ddl import classify
-from ticdc_spark.errors import ConfigError, DecodeError, EncodeError
+from ticdc_spark.errors import ConfigError, DecodeError, EncodeError, TiCDCSparkError
 from ticdc_spark.model import (
     Bootstrap,
     Column,
@@ -388,7 +389,16 @@ class CanalJSONEncoder:
     def _rows_into(self, rows: list[RowChange], out: list[Message]) -> None:
         """Append the rows' messages: a run written by the compiled writer (one wall-clock
         reading for the run's "ts"), any row it leaves, and every row under other options,
-        by :meth:`_row_message`."""
+        by :meth:`_row_message`.  A value that is not its column's canonical value raises an
+        EncodeError naming the row and column, whichever writer met it."""
+        try:
+            self._write_rows(rows, out)
+        except TiCDCSparkError:
+            raise
+        except INPUT_ERRORS as error:  # a wrong-typed value met a formatter
+            raise row_encode_error(PROTOCOL, rows, error) from error
+
+    def _write_rows(self, rows: list[RowChange], out: list[Message]) -> None:
         values = None
         if self._whole_rows and compiled_values is not None:
             now = None if self.clock is _now_ms else self.clock()  # None: C reads the clock

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import binascii
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -13,9 +13,9 @@ import orjson
 
 from ticdc_spark.codec.base import Message
 from ticdc_spark.codec.compiled import values as compiled_values
-from ticdc_spark.errors import DecodeError
+from ticdc_spark.errors import DecodeError, EncodeError
 from ticdc_spark.model import RowChange, RowKind, TableSchema
-from ticdc_spark.types import Family, infer_fsp
+from ticdc_spark.types import Family, infer_fsp, value_misfit
 
 __all__ = [
     "LRUCache",
@@ -24,6 +24,7 @@ __all__ = [
     "decoding",
     "handle_key_image",
     "loads",
+    "row_encode_error",
 ]
 
 K = TypeVar("K")
@@ -118,6 +119,41 @@ def changed_columns(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict
         if new is missing or new != value or (new is None) != (value is None):
             out[name] = value
     return out
+
+
+def row_encode_error(protocol: str, rows: Iterable[RowChange], error: Exception) -> EncodeError:
+    """The :class:`EncodeError` for rows whose writing raised ``error`` (a value of the wrong
+    Python type makes the formatters raise TypeError, AttributeError and the like).
+
+    It names the first row and column whose value is not its type's canonical value
+    (:func:`ticdc_spark.types.value_misfit`), else the first row and the error's own words.
+    Run only after a failure: the encoders' fast paths take canonical values as they are.
+    """
+    first = None
+    for row in rows:
+        first = first or row
+        where = f"{protocol}: {row.kind.value} of {row.schema.qualified_name} at ts {row.commit_ts}"
+        for side, image in (("before", row.before), ("after", row.after)):
+            for name, value in (image or {}).items():
+                column = row.schema.get(name)
+                if column is None:
+                    return EncodeError(
+                        f"{where}: the {side} image has a column {name!r} the table does not"
+                    )
+                why = value_misfit(column.type, value)
+                if why is not None:
+                    shown = repr(value)
+                    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                    return EncodeError(
+                        f"{where}: column {name!r} {column.type.sql().upper()} {why} "
+                        f"({side} image: {shown})"
+                    )
+    if first is None:
+        return EncodeError(f"{protocol}: {type(error).__name__}: {error}")
+    return EncodeError(
+        f"{protocol}: {first.kind.value} of {first.schema.qualified_name} at ts "
+        f"{first.commit_ts}: {type(error).__name__}: {error}"
+    )
 
 
 def row_images(row: RowChange) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

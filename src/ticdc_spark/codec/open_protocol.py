@@ -39,6 +39,7 @@ import orjson
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec.base import Message, Route
 from ticdc_spark.codec.common import (
+    INPUT_ERRORS,
     LRUCache,
     TemporalFsp,
     changed_columns,
@@ -46,6 +47,7 @@ from ticdc_spark.codec.common import (
     handle_key_image,
     loads,
     require_dict,
+    row_encode_error,
     row_images,
     temporal_columns,
 )
@@ -68,7 +70,7 @@ from ticdc_spark.codec.gotext import go_json, go_json_float, go_quote, go_unquot
 from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
 from ticdc_spark.codec.options import CommonOptions, alias
 from ticdc_spark.codec.registry import CodecSpec, register
-from ticdc_spark.errors import ConfigError, DecodeError, EncodeError
+from ticdc_spark.errors import ConfigError, DecodeError, EncodeError, TiCDCSparkError
 from ticdc_spark.model import (
     Bootstrap,
     Column,
@@ -441,7 +443,12 @@ class OpenProtocolEncoder:
         batch = _Batch()
         for event in events:
             if isinstance(event, RowChange):
-                self._append_row(event, batch, out)
+                try:
+                    self._append_row(event, batch, out)
+                except TiCDCSparkError:
+                    raise
+                except INPUT_ERRORS as error:  # a wrong-typed value met a formatter
+                    raise row_encode_error(PROTOCOL, [event], error) from error
                 continue
             batch.flush_into(out)
             if isinstance(event, DDLEvent):
