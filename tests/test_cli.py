@@ -165,6 +165,18 @@ def test_unknown_protocol_and_option_list_the_valid_ones(capsys) -> None:
     assert code == 2 and "enable-tidb-extension" in err
 
 
+@pytest.mark.parametrize("flag", ["--source-option", "--spark-conf", "--option"])
+def test_a_malformed_setting_is_named_without_its_value(flag: str, tmp_path: Path, capsys) -> None:
+    argv = ["replicate", "--source", str(tmp_path), "-p", "canal-json"]
+    argv += ["--target", f"delta:{tmp_path}/lake", "--checkpoint", str(tmp_path / "ckpt")]
+    code, _, err = run([*argv, flag, "a=1", flag, "kafka.sasl.password S3cr3t"], capsys)
+    assert code == 2
+    assert f"{flag} number 2 ('kafka.sasl.password' ...) is not KEY=VALUE" in err
+    code, _, err = run([*argv, flag, "S3cr3t"], capsys)
+    assert code == 2 and f"{flag} number 1 is not KEY=VALUE" in err
+    assert "S3cr3t" not in err
+
+
 def test_console_script_and_sample_pipeline() -> None:
     """The installed `ticdc-spark` entry point, as the README runs it."""
     sample = subprocess.run(

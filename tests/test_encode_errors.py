@@ -96,6 +96,50 @@ def test_a_wrong_typed_value_names_its_column(
 
 
 @pytest.mark.parametrize(("protocol", "options"), PROTOCOLS)
+def test_the_failing_row_is_named_not_an_earlier_odd_one(protocol: str, options: dict) -> None:
+    """An out-of-range integer is written as given; a later row's bad value is what fails,
+    and the error names that row, its suspect columns and the writer's own error."""
+    odd = RowChange(RowKind.INSERT, SCHEMA, 5, None, {"id": 1 << 40})
+    good = RowChange(RowKind.INSERT, SCHEMA, 7, None, {"id": 1, "f": 1.5})
+    bad = RowChange(RowKind.INSERT, SCHEMA, 9, None, {"id": 1 << 40, "dt": "x"})
+    encoder = make_encoder(protocol, options)
+    assert encoder.encode([odd])
+    with pytest.raises(EncodeError) as raised:
+        encoder.encode([odd, good, bad, good])
+    text = str(raised.value)
+    assert "INSERT of db.t at ts 9" in text
+    assert "column 'dt' DATETIME(3) takes" in text
+    assert "column 'id' INT holds" in text  # a suspect too: both are listed
+    assert "[AttributeError:" in text  # and what the writer said
+
+
+@pytest.mark.parametrize(("protocol", "options"), PROTOCOLS)
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("dec", Decimal("sNaN")), ("dec", Decimal("NaN")), ("s", "a\ud800b")],
+    ids=["signaling-nan", "nan", "lone-surrogate"],
+)
+def test_unwritable_values_of_the_right_type_are_named(
+    protocol: str, options: dict, column: str, value: Any
+) -> None:
+    schema = TableSchema(
+        "db",
+        "u",
+        (
+            Column("id", parse_column_type("int"), nullable=False),
+            Column(column, parse_column_type("decimal(10,2)" if column == "dec" else "text")),
+        ),
+        (Index("PRIMARY", ("id",), primary=True),),
+    )
+    rows = [
+        RowChange(RowKind.INSERT, schema, 7, None, {"id": 1}),
+        RowChange(RowKind.INSERT, schema, 9, None, {"id": 2, column: value}),
+    ]
+    with pytest.raises(EncodeError, match=rf"INSERT of db\.u at ts 9: column '{column}'"):
+        make_encoder(protocol, options).encode(rows)
+
+
+@pytest.mark.parametrize(("protocol", "options"), PROTOCOLS)
 def test_a_row_without_its_image_is_an_encode_error(protocol: str, options: dict) -> None:
     row = RowChange(RowKind.UPDATE, SCHEMA, 9, None, {"id": 2})
     with pytest.raises(EncodeError, match=r"UPDATE of db\.t has no before image"):
@@ -121,6 +165,8 @@ def test_a_row_without_its_image_is_an_encode_error(protocol: str, options: dict
         ("date", dt.datetime(2020, 1, 1, 12), "not a datetime with a time of day"),
         ("time", True, "takes timedelta, not bool"),
         ("float", True, "takes float or int, not bool"),
+        ("decimal(5,2)", Decimal("sNaN"), "holds finite numbers, not sNaN"),
+        ("text", "a\ud800", "not a str with lone surrogates"),
     ],
 )
 def test_value_misfit_says_why(text: str, value: Any, why: str) -> None:
@@ -144,3 +190,19 @@ def test_the_workloads_values_fit() -> None:
     rows = [e for e in Workload(seed=11, rows=400, tables=2).events() if isinstance(e, RowChange)]
     assert len(rows) >= 400
     assert [m for row in rows for m in _fits(row)] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("decimal(65,0)", Decimal("1E+400")),  # beyond a float, still a finite DECIMAL
+        ("bigint unsigned", (1 << 64) - 1),
+        ("bit(64)", (1 << 64) - 1),
+        ("tinyint(1)", True),
+        ("year", 0),
+        ("enum('a','b')", 0),
+        ("vector", [1.0, 2.0]),  # a type TiDB added later: not checked
+    ],
+)
+def test_value_misfit_accepts_edge_values(text: str, value: Any) -> None:
+    assert value_misfit(parse_column_type(text), value) is None

@@ -936,15 +936,22 @@ static int out_formatted(Out *o, int kind, int fsp, PyObject *v, PyObject *fallb
         /* str() is format(v, "f") unless it chose scientific notation (it has an E then),
            and is three times faster; its characters need no escaping */
         PyObject *text = PyObject_Str(v);
-        if (text && PyUnicode_IS_ASCII(text) &&
-            !memchr(PyUnicode_DATA(text), 'E', PyUnicode_GET_LENGTH(text)) &&
+        if (!text) return -1;
+        /* a finite value's text ends in a digit: NaN, sNaN and Infinity go to the formatter,
+           which refuses them */
+        Py_ssize_t length = PyUnicode_GET_LENGTH(text);
+        if (!PyUnicode_IS_ASCII(text) || length == 0 ||
+            !Py_ISDIGIT(((const char *)PyUnicode_DATA(text))[length - 1])) {
+            Py_DECREF(text);
+            break;
+        }
+        if (!memchr(PyUnicode_DATA(text), 'E', PyUnicode_GET_LENGTH(text)) &&
             !memchr(PyUnicode_DATA(text), 'e', PyUnicode_GET_LENGTH(text))) { /* capitals=0 */
             int r = out_quoted_ascii(o, PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text));
             Py_DECREF(text);
             return r;
         }
-        Py_XDECREF(text);
-        if (!text) return -1;
+        Py_DECREF(text);
         text = PyObject_Format(v, str_f_format);
         int r = text ? out_json_str(o, text) : -1;
         Py_XDECREF(text);

@@ -88,13 +88,18 @@ def _codec_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_key_values(pairs: Iterable[str]) -> dict[str, str]:
-    """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}``; raises ConfigError on a missing '='."""
+def parse_key_values(pairs: Iterable[str], flag: str = "--option") -> dict[str, str]:
+    """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}``; raises ConfigError on a missing '='.
+
+    The error shows at most the text's first word: a malformed pair may hold a secret
+    (``kafka.sasl.password secret``)."""
     out: dict[str, str] = {}
-    for pair in pairs:
+    for number, pair in enumerate(pairs, 1):
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"option {pair!r} is not KEY=VALUE")
+            words = pair.split()  # "KEY VALUE": the key is safe to show, a lone word may not be
+            shown = f" ({words[0]!r} ...)" if len(words) > 1 and "=" not in words[0] else ""
+            raise ConfigError(f"{flag} number {number}{shown} is not KEY=VALUE")
         out[key.strip()] = value.strip()
     return out
 
@@ -411,12 +416,13 @@ def _run_replicate(args: argparse.Namespace) -> int:
         mode=args.mode,
         trigger=args.trigger,
         options=parse_key_values(args.option),
-        source_options=parse_key_values(args.source_option),
+        source_options=parse_key_values(args.source_option, "--source-option"),
         on_error=args.on_error,
         dead_letters=args.dead_letters,
         overlap=not args.serial_apply,
     )
-    spark = local_session("ticdc-spark replicate", settings=parse_key_values(args.spark_conf))
+    settings = parse_key_values(args.spark_conf, "--spark-conf")
+    spark = local_session("ticdc-spark replicate", settings=settings)
     spark.sparkContext.setLogLevel("ERROR")
     totals = _Totals()
     run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))

@@ -576,6 +576,8 @@ def parse_decimal(text: str) -> Decimal:
 
 
 def format_decimal(value: Decimal) -> str:
+    if not value.is_finite():  # MySQL has no such DECIMAL; format would print "NaN"
+        raise ValueError(f"a DECIMAL holds finite numbers, not {value}")
     return format(value, "f")
 
 
@@ -686,7 +688,7 @@ _CANONICAL: dict[Family, tuple[type, ...]] = {
     Family.DATE: (_dt.date, ZeroDate),
     Family.DATETIME: (_dt.datetime, _dt.date, ZeroDate),  # a DATE value is midnight
     Family.TIME: (_dt.timedelta,),
-    Family.UNKNOWN: (str, bytes),
+    Family.UNKNOWN: (object,),  # a type TiDB added later: decoders pass its values through
 }
 
 
@@ -694,13 +696,17 @@ def value_misfit(ctype: ColumnType, value: Any) -> str | None:
     """Why ``value`` is not a canonical value of ``ctype`` (see the table above), or None.
 
     NULL fits every type.  Checks the Python type and the ranges that type leaves open
-    (integer widths, ENUM/SET/BIT members, a DATE holding a time of day, non-finite numbers).
+    (integer widths, ENUM/SET/BIT members, a DATE holding a time of day, non-finite numbers,
+    text that UTF-8 cannot hold).  Values of a type TiDB added after this table are not
+    checked.
     """
     if value is None:
         return None
     family = ctype.family
     allowed = _CANONICAL[family]
-    if not isinstance(value, allowed) or (isinstance(value, bool) and family is not Family.INTEGER):
+    if not isinstance(value, allowed) or (
+        isinstance(value, bool) and family not in (Family.INTEGER, Family.UNKNOWN)
+    ):
         names = " or ".join(t.__name__ for t in allowed)
         return f"takes {names}, not {type(value).__name__}"
     value = cast(Any, value)  # of an allowed type now, which the isinstance cannot tell mypy
@@ -716,8 +722,20 @@ def value_misfit(ctype: ColumnType, value: Any) -> str | None:
         return f"holds {ctype.length or 64} bits, not {value}"
     elif family is Family.YEAR and not (value == 0 or 1901 <= value <= 2155):
         return f"holds 0 or 1901..2155, not {value}"
-    elif family in (Family.FLOAT, Family.DOUBLE, Family.DECIMAL) and not math.isfinite(value):
+    elif family in (Family.FLOAT, Family.DOUBLE, Family.DECIMAL) and not (
+        value.is_finite() if family is Family.DECIMAL else math.isfinite(value)
+    ):  # (math.isfinite would turn a Decimal into a float: 1E+400 overflows, sNaN raises)
         return f"holds finite numbers, not {value}"
+    elif family in (Family.STRING, Family.JSON) and not _is_unicode(value):
+        return "holds Unicode text, not a str with lone surrogates"
     elif family is Family.DATE and isinstance(value, _dt.datetime):
         return "takes a date, not a datetime with a time of day"
     return None
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -396,7 +396,23 @@ class CanalJSONEncoder:
         except TiCDCSparkError:
             raise
         except INPUT_ERRORS as error:  # a wrong-typed value met a formatter
-            raise row_encode_error(PROTOCOL, rows, error) from error
+            raise self._failed_row(rows, error) from error
+
+    def _failed_row(self, rows: list[RowChange], error: Exception) -> EncodeError:
+        """The error naming the row of a run that cannot be written: each row is written alone
+        (by the Python writer) until one fails, as the run's writer does not say which."""
+        for row in rows:
+            try:
+                self._row_message(row)
+            except TiCDCSparkError as own:
+                return own if isinstance(own, EncodeError) else EncodeError(str(own))
+            except INPUT_ERRORS as failure:
+                return row_encode_error(PROTOCOL, row, failure)
+        first, last = rows[0], rows[-1]
+        return EncodeError(
+            f"{PROTOCOL}: the {len(rows)} rows at ts {first.commit_ts}..{last.commit_ts} "
+            f"failed together and not alone: {type(error).__name__}: {error}"
+        )
 
     def _write_rows(self, rows: list[RowChange], out: list[Message]) -> None:
         values = None

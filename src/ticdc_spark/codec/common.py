@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import binascii
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -121,39 +121,36 @@ def changed_columns(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict
     return out
 
 
-def row_encode_error(protocol: str, rows: Iterable[RowChange], error: Exception) -> EncodeError:
-    """The :class:`EncodeError` for rows whose writing raised ``error`` (a value of the wrong
+def row_encode_error(protocol: str, row: RowChange, error: Exception) -> EncodeError:
+    """The :class:`EncodeError` for a row whose writing raised ``error`` (a value of the wrong
     Python type makes the formatters raise TypeError, AttributeError and the like).
 
-    It names the first row and column whose value is not its type's canonical value
-    (:func:`ticdc_spark.types.value_misfit`), else the first row and the error's own words.
-    Run only after a failure: the encoders' fast paths take canonical values as they are.
+    It names the row, the error, and every column whose value is not its type's canonical
+    value (:func:`ticdc_spark.types.value_misfit`): the likely culprits.  Run only after a
+    failure: the encoders' fast paths take canonical values as they are.
     """
-    first = None
-    for row in rows:
-        first = first or row
-        where = f"{protocol}: {row.kind.value} of {row.schema.qualified_name} at ts {row.commit_ts}"
-        for side, image in (("before", row.before), ("after", row.after)):
-            for name, value in (image or {}).items():
-                column = row.schema.get(name)
-                if column is None:
-                    return EncodeError(
-                        f"{where}: the {side} image has a column {name!r} the table does not"
-                    )
+    where = f"{protocol}: {row.kind.value} of {row.schema.qualified_name} at ts {row.commit_ts}"
+    suspects = []
+    for side, image in (("before", row.before), ("after", row.after)):
+        for name, value in (image or {}).items():
+            column = row.schema.get(name)
+            if column is None:
+                suspects.append(f"the {side} image has a column {name!r} the table does not")
+                continue
+            try:
                 why = value_misfit(column.type, value)
-                if why is not None:
-                    shown = repr(value)
-                    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-                    return EncodeError(
-                        f"{where}: column {name!r} {column.type.sql().upper()} {why} "
-                        f"({side} image: {shown})"
-                    )
-    if first is None:
-        return EncodeError(f"{protocol}: {type(error).__name__}: {error}")
-    return EncodeError(
-        f"{protocol}: {first.kind.value} of {first.schema.qualified_name} at ts "
-        f"{first.commit_ts}: {type(error).__name__}: {error}"
-    )
+            except Exception as failure:  # checking an odd value must not hide the error
+                why = f"cannot be checked ({type(failure).__name__})"
+            if why is not None:
+                shown = repr(value)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                suspects.append(
+                    f"column {name!r} {column.type.sql().upper()} {why} ({side} image: {shown})"
+                )
+    cause = f"{type(error).__name__}: {error}"
+    if suspects:
+        return EncodeError(f"{where}: {'; '.join(suspects)} [{cause}]")
+    return EncodeError(f"{where}: {cause}")
 
 
 def row_images(row: RowChange) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -161,9 +158,9 @@ def row_images(row: RowChange) -> tuple[dict[str, Any] | None, dict[str, Any] | 
     writes: hence the enum members bound once)."""
     before, after = row.before, row.after
     if before is None and row.kind is not _INSERT:
-        raise ValueError(f"{row.kind.value} of {row.schema.qualified_name} has no before image")
+        raise EncodeError(f"{row.kind.value} of {row.schema.qualified_name} has no before image")
     if after is None and row.kind is not _DELETE:
-        raise ValueError(f"{row.kind.value} of {row.schema.qualified_name} has no after image")
+        raise EncodeError(f"{row.kind.value} of {row.schema.qualified_name} has no after image")
     return before, after
 
 

@@ -226,7 +226,7 @@ def _wire_encoder(ctype: ColumnType, code: int) -> tuple[Callable[[Any], Any], i
 
 def _json_float(value: float, bits: int) -> orjson.Fragment:
     if not math.isfinite(value):  # (Go's encoding/json refuses them too; TiDB stores none)
-        raise EncodeError(f"{value!r} cannot be written as a JSON number")
+        raise ValueError(f"{value!r} cannot be written as a JSON number")  # named by encode()
     return orjson.Fragment(go_json_float(value, bits))
 
 
@@ -448,7 +448,7 @@ class OpenProtocolEncoder:
                 except TiCDCSparkError:
                     raise
                 except INPUT_ERRORS as error:  # a wrong-typed value met a formatter
-                    raise row_encode_error(PROTOCOL, [event], error) from error
+                    raise row_encode_error(PROTOCOL, event, error) from error
                 continue
             batch.flush_into(out)
             if isinstance(event, DDLEvent):
