@@ -85,6 +85,22 @@ def test_claim_check(tmp_path: Path) -> None:
     assert (event.kind, event.after, event.before) == (big.kind, big.after, big.before)
 
 
+def test_claim_check_location_carries_no_credentials(tmp_path: Path) -> None:
+    """The pointer goes to Kafka (and to dead letters): the storage URI's user info and query
+    stay out of it."""
+    options = {
+        "max-message-bytes": "500",
+        "enable-tidb-extension": "true",
+        "large-message-handle-option": "claim-check",
+        "claim-check-storage-uri": f"file://AKIAKEY:S3cr3t@localhost{tmp_path}/?secret-key=S3cr3t",
+    }
+    (message,) = make_encoder("canal-json", options).encode([_row(body="z" * 600)])
+    assert b"S3cr3t" not in message.value and b"AKIAKEY" not in message.value
+    location = orjson.loads(message.value)["_tidb"]["claimCheckLocation"]
+    assert location.startswith(f"file://localhost{tmp_path}/") and location.endswith(".json")
+    assert (tmp_path / location.rsplit("/", 1)[1]).is_file()
+
+
 def test_claim_check_location_cannot_escape_the_storage(tmp_path: Path) -> None:
     from ticdc_spark.codec import Message
     from ticdc_spark.errors import DecodeError

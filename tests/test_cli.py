@@ -177,6 +177,32 @@ def test_a_malformed_setting_is_named_without_its_value(flag: str, tmp_path: Pat
     assert "S3cr3t" not in err
 
 
+@pytest.mark.kafka
+def test_produce_reports_where_without_credentials(
+    kafka_broker: str, tmp_path: Path, capsys
+) -> None:
+    to = f"KAFKA://alice:S3cr3t@{kafka_broker}?security.protocol=PLAINTEXT&batch.num.messages=1"
+    argv = ["produce", "-p", "canal-json", "--to", to, "--rows", "20", "--tables", "1"]
+    code, _, err = run([*argv, "--topic", "secrets_{schema}", "--expected", str(tmp_path)], capsys)
+    assert code == 0
+    assert f"to KAFKA://***@{kafka_broker}?security.protocol=PLAINTEXT" in err
+    assert "S3cr3t" not in err and "alice" not in err
+    assert not list(Path.cwd().glob("KAFKA:*"))  # Kafka in any case, not a directory
+
+
+def test_unknown_sources_and_targets_are_named_without_credentials(tmp_path: Path, capsys) -> None:
+    ckpt = str(tmp_path / "ckpt")
+    for source, target in [
+        ("kafkaa://alice:S3cr3t@h:9/t", f"delta:{tmp_path}/lake"),
+        (str(tmp_path), "Icebergg:postgresql://alice:S3cr3t@db/cat#wh"),
+        ("kafka:///t?sasl.password=S3cr3t", f"delta:{tmp_path}/lake"),
+    ]:
+        argv = ["replicate", "--source", source, "-p", "canal-json", "--target", target]
+        code, _, err = run([*argv, "--checkpoint", ckpt], capsys)
+        assert code == 2 and err
+        assert "S3cr3t" not in err and "alice" not in err, err
+
+
 def test_console_script_and_sample_pipeline() -> None:
     """The installed `ticdc-spark` entry point, as the README runs it."""
     sample = subprocess.run(

@@ -25,6 +25,7 @@ import orjson
 from ticdc_spark.codec.base import Encoder, Message, Route
 from ticdc_spark.dispatch import PartitionDispatcher, TopicRouter
 from ticdc_spark.io.capture import message_to_record
+from ticdc_spark.io.kafka import is_kafka_uri, redact
 from ticdc_spark.model import DDLEvent, Event, RowChange, Watermark, physical_ms
 
 __all__ = ["CaptureDirOutput", "CaptureStreamOutput", "Output", "Producer"]
@@ -185,7 +186,7 @@ class ProduceResult:
     messages: int
     rows: int
     ddl: int
-    destination: str
+    destination: str  # where they went, credentials masked
 
 
 def produce_workload(
@@ -209,7 +210,7 @@ def produce_workload(
 
     router = TopicRouter(topic)
     topics = sorted({router.topic(s.database, s.table) for s in workload.table_schemas()})
-    if to.startswith("kafka://"):
+    if is_kafka_uri(to):
         output: Output = _kafka_output(to, topics, partitions, kafka_config)
     else:
         output = CaptureDirOutput(to)
@@ -229,7 +230,7 @@ def produce_workload(
     producer.close()
     if expected is not None:
         write_expected(expected, workload.final_schemas(), workload.final_state())
-    return ProduceResult(producer.sent, rows, ddl, to)
+    return ProduceResult(producer.sent, rows, ddl, redact(to))
 
 
 def _kafka_output(

@@ -117,7 +117,16 @@ class ClaimCheckStorage:
         )
 
     def location(self, name: str) -> str:
-        return self.uri.rstrip("/") + "/" + name
+        """Where a pointer message says the file is: the URI's scheme, host and path, never
+        its user info or query (which may hold credentials; readers find the file by its
+        name under their own storage URI)."""
+        parts = urlsplit(self.uri)
+        if not parts.scheme:
+            return self.uri.rstrip("/") + "/" + name
+        host = parts.hostname or ""
+        if parts.port is not None:
+            host += f":{parts.port}"
+        return f"{parts.scheme}://{host}{parts.path.rstrip('/')}/{name}"
 
     def write(self, key: bytes | None, value: bytes) -> str:
         """Store one message; returns the location to put in the pointer message."""

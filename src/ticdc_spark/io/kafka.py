@@ -17,10 +17,24 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from ticdc_spark.codec.base import Message
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 
-__all__ = ["KafkaProducerSink", "client_config", "parse_kafka_uri", "redact"]
+__all__ = [
+    "KafkaProducerSink",
+    "client_config",
+    "is_kafka_uri",
+    "parse_kafka_uri",
+    "redact",
+]
 
-_SECRET_KEY_RE = re.compile(r"password|secret|jaas|token|credential|key\.pem|private", re.I)
-_URL_CREDENTIALS_RE = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.I)
+# Option names whose values are secrets (also given to Spark, to mask them in query plans).
+SECRET_KEY_PATTERN = (
+    r"password|secret|jaas|token|credential|key\.pem|private|access[-_.]?key|sasl\.username"
+    r"|oauthbearer"
+)
+_SECRET_KEY_RE = re.compile(SECRET_KEY_PATTERN, re.I)
+# A URL's user info, up to the *last* "@" of the token: a password may hold "@" or "/".
+_URL_CREDENTIALS_RE = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^\s'\"]*@", re.I)
+# A query parameter whose name says it holds a secret: ?sasl.password=..., &access-key=...
+_QUERY_SECRET_RE = re.compile(r"(?P<name>[?&][^=&#\s'\"]+=)(?P<value>[^&#\s'\"]*)")
 _JAAS_RE = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -29,8 +43,16 @@ def redact(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: "***" if _SECRET_KEY_RE.search(str(k)) else redact(v) for k, v in value.items()}
     if isinstance(value, str):
-        return _URL_CREDENTIALS_RE.sub(lambda m: m["scheme"] + "***@", value)
+        value = _URL_CREDENTIALS_RE.sub(lambda m: m["scheme"] + "***@", value)
+        return _QUERY_SECRET_RE.sub(
+            lambda m: m["name"] + "***" if _SECRET_KEY_RE.search(m["name"]) else m[0], value
+        )
     return value
+
+
+def is_kafka_uri(text: str) -> bool:
+    """Whether a source or destination names Kafka (``kafka://``, in any case)."""
+    return text[:8].lower() == "kafka://"
 
 
 def client_config(options: Mapping[str, str]) -> dict[str, Any]:
@@ -69,6 +91,21 @@ def parse_kafka_uri(uri: str) -> tuple[str, list[str], dict[str, str]]:
     parts = urlsplit(uri)
     if parts.scheme != "kafka" or not parts.netloc:
         raise ConfigError(f"not a kafka:// URI: {redact(uri)!r}")
+    query_keys = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    if "@" not in parts.netloc and any("@" in p for p in (parts.path, parts.fragment, *query_keys)):
+        # user:pa/ss@host: the "/" ended the host part, so the password's tail became the
+        # topic and its head the broker; refuse rather than connect somewhere odd
+        raise ConfigError(
+            "the kafka:// URI's credentials hold a '/', '?' or '#': percent-encode them "
+            "(%2F, %3F, %23)"
+        )
+    for address in parts.netloc.rsplit("@", 1)[-1].split(","):
+        _, colon, port = address.rpartition(":")
+        if colon and not port.isdigit() and not address.endswith("]"):  # ([::1] has no port)
+            raise ConfigError(
+                f"a broker address in the kafka:// URI has a port that is not a number; "
+                f"percent-encode any '/', '?', '#' in its credentials: {redact(uri)!r}"
+            )
     extra = {
         f"kafka.{k}" if not k.startswith("kafka.") else k: v for k, v in parse_qsl(parts.query)
     }

@@ -21,7 +21,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import (
@@ -56,7 +56,7 @@ def register(spark: Any) -> None:
 class _Config:
     """The source's options, checked once on the driver."""
 
-    client: dict[str, Any]
+    client: dict[str, Any] = field(repr=False)  # credentials: never printed
     subscribe: tuple[str, ...]
     pattern: str | None
     assign: dict[str, list[int]] | None

@@ -20,12 +20,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ticdc_spark.apply import Applier, BatchReport, ChangelogLog, DeadLetterWriter, StateStore
 from ticdc_spark.errors import ConfigError
+from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
 
@@ -51,10 +52,15 @@ class PipelineConfig:
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
 
+    def __repr__(self) -> str:  # source, target and options may hold credentials
+        shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
+        return f"PipelineConfig({shown})"
+
 
 def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
     """``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE``."""
     kind, sep, rest = target.partition(":")
+    kind = kind.lower()
     if kind == "delta" and sep and rest:
         from ticdc_spark.sinks.delta import DeltaSink
 
@@ -63,23 +69,28 @@ def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
         from ticdc_spark.sinks.iceberg import IcebergSink, parse_iceberg_target
 
         return IcebergSink(*parse_iceberg_target(rest))
-    raise ConfigError(f"unknown target {target!r}: use delta:PATH or iceberg:CATALOG_URI#WAREHOUSE")
+    raise ConfigError(
+        f"unknown target {redact(target)!r}: use delta:PATH or iceberg:CATALOG_URI#WAREHOUSE"
+    )
 
 
 def read_source(spark: Any, source: str, options: Mapping[str, str] | None = None) -> Any:
     """A streaming DataFrame with Spark's Kafka-source columns for a source spec."""
     options = dict(options or {})
-    if source.startswith("kafka://"):
+    if is_kafka_uri(source):
         from ticdc_spark.spark.kafka_source import register
 
         register(spark)
+        _mask_secret_options(spark)
         reader = spark.readStream.format("ticdc-kafka")
         for key, value in _kafka_options(source, options).items():
             reader = reader.option(key, value)
         return reader.load()
     path = Path(source)
     if not path.is_dir():
-        raise ConfigError(f"source {source!r} is neither kafka://... nor a capture directory")
+        raise ConfigError(
+            f"source {redact(source)!r} is neither kafka://... nor a capture directory"
+        )
     from ticdc_spark.spark.capture_source import register as register_capture
 
     register_capture(spark)
@@ -87,6 +98,15 @@ def read_source(spark: Any, source: str, options: Mapping[str, str] | None = Non
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def _mask_secret_options(spark: Any) -> None:
+    """Have Spark mask in query plans (``explain``) the option values :func:`redact` masks:
+    Spark's own patterns miss e.g. ``kafka.ssl.key.pem`` and ``kafka.sasl.username``."""
+    name, ours = "spark.sql.redaction.options.regex", f"(?i:{SECRET_KEY_PATTERN})"
+    current = spark.conf.get(name)
+    if ours not in current:
+        spark.conf.set(name, f"{current}|{ours}" if current else ours)
 
 
 def _kafka_options(source: str, options: Mapping[str, str]) -> dict[str, str]:
@@ -108,7 +128,7 @@ def source_partitions(config: PipelineConfig) -> tuple[str, ...]:
     """The ``topic/partition`` names a kafka:// source reads, as the broker lists them now
     (empty for other sources).  Consistent mode waits for a watermark from each of them: a
     partition that has sent nothing yet must hold back the others' rows too."""
-    if not config.source.startswith("kafka://"):
+    if not is_kafka_uri(config.source):
         return ()
     from ticdc_spark.spark.kafka_source import topic_partitions
 
