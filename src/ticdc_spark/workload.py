@@ -245,8 +245,9 @@ class Workload:
             schema.version + 1,
         ).with_derived_flags()
         self._schemas[name] = new
-        for row in self._state[name].values():
-            row[column.name] = None
+        rows = self._state[name]
+        for key, row in rows.items():  # new dicts: events handed out keep their images
+            rows[key] = {**row, column.name: None}
         sql = (
             f"ALTER TABLE `{schema.database}`.`{schema.table}` ADD COLUMN `{column.name}` "
             f"{column.type.sql()}"
