@@ -45,7 +45,7 @@ class Script:
 
     def row(self, op: str, ts: int, before: Any, after: Any, p: int = 0, **kw: Any) -> Script:
         schema, table = kw.get("schema", ID_V), kw.get("table", "t")
-        self.builder.add_row(op, "db", table, ts, before, after, schema, (*self._position(p), 0))
+        self.builder.append_row(op, "db", table, ts, before, after, schema, (*self._position(p), 0))
         return self
 
     def insert(self, ts: int, image: dict, p: int = 0, **kw: Any) -> Script:

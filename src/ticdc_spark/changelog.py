@@ -43,6 +43,7 @@ from ticdc_spark.model import (
     Event,
     Index,
     RowChange,
+    RowKind,
     TableSchema,
     Watermark,
 )
@@ -131,11 +132,15 @@ def schema_from_json(text: str, database: str, table: str) -> TableSchema:
 class ChangelogBuilder:
     """Accumulates changelog rows and turns them into an Arrow batch.
 
-    Decoders with a fast path append rows themselves (:meth:`add_row`); any decoder's events
-    can be added with :meth:`add_events`.  Rows are kept as tuples and transposed once per
-    batch, the cheapest way to build columns from Python.  The schema JSON is written on the
-    first row of a table in a batch and whenever it changes.
+    It is the :class:`~ticdc_spark.codec.base.ChangelogSink` decoders write into: rows in
+    changelog text through :meth:`add_row` (or :meth:`append_row`, the batch paths'
+    primitive), any decoder's events through :meth:`add_events`.  Rows are kept as tuples and
+    transposed once per batch, the cheapest way to build columns from Python.  The schema JSON
+    is written on the first row of a table in a batch and whenever it changes.
     """
+
+    text = True  # row images are taken as changelog text (codec.base.RowSink)
+    row_kind = ROW
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []  # every column but before/after
@@ -150,6 +155,32 @@ class ChangelogBuilder:
     # -- appending --------------------------------------------------------------------------
 
     def add_row(
+        self,
+        kind: RowKind,
+        schema: TableSchema,
+        commit_ts: int,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+        position: tuple[str, int, int, int],
+        *,
+        key_only: bool = False,
+        partition_id: int | None = None,
+        schema_text: str | None = None,
+    ) -> None:
+        """Append a row change whose images are changelog text (``codec.base.RowSink``)."""
+        self.append_row(
+            kind.value,
+            schema.database,
+            schema.table,
+            commit_ts,
+            before,
+            after,
+            schema_text or self.schema_text(schema) or "",
+            position,
+            key_only,
+        )
+
+    def append_row(
         self,
         op: str,
         database: str,
@@ -211,7 +242,7 @@ class ChangelogBuilder:
             position = (topic, partition, offset, seq)
             if isinstance(event, RowChange):
                 schema = event.schema
-                self.add_row(
+                self.append_row(
                     event.kind.value,
                     schema.database,
                     schema.table,
@@ -306,6 +337,9 @@ class ChangelogBuilder:
         self.after.add(None)
 
     # -- output -----------------------------------------------------------------------------
+
+    def arrow_schema(self) -> Any:
+        return arrow_schema()
 
     def to_batch(self) -> Any:
         """The rows so far as an Arrow RecordBatch (and a fresh start)."""

@@ -1,7 +1,7 @@
 """Codecs for TiCDC's Kafka protocols, looked up by TiCDC's protocol names."""
 
 from ticdc_spark.codec.base import Decoder, Encoder, Message, Route
-from ticdc_spark.codec.registry import (
+from ticdc_spark.codec.catalog import (
     CodecSpec,
     get_codec,
     make_decoder,

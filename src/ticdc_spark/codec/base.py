@@ -1,21 +1,46 @@
-"""The codec contract: a message, an encoder, a decoder.
+"""The codec contract: a message, an encoder, a decoder, and the sinks decoders write into.
 
 An :class:`Encoder` turns events into :class:`Message` objects (key bytes or None, value bytes
 or None) and says where each must go (:class:`Route`); the dispatcher picks topics and
 partitions.  A :class:`Decoder` turns one message, as read from Kafka or a capture file, into
 events.  The only exception a decoder lets out is :class:`~ticdc_spark.errors.DecodeError`.
+
+Every decoder has one decode path, :meth:`Decoder.decode_into`, which writes what a message
+carries into a :class:`RowSink`.  The sink says which values it takes: an :class:`EventSink`
+collects events with canonical values (what :meth:`Decoder.decode` returns); the pipeline's
+changelog builder (a :class:`ChangelogSink`) takes row images as changelog text, which lets
+a decoder skip the canonical values where the wire already holds that text.  Decoders that
+can do better on a whole batch say so by implementing :class:`BatchDecoder` (a list of
+message values) or :class:`ArrowBatchDecoder` (an Arrow batch of Kafka records); the Spark
+decode stage checks for those interfaces, nothing else.  None of this imports the pipeline:
+the changelog builder conforms to these protocols, the codecs never import it.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
-from ticdc_spark.model import Event
+from ticdc_spark.model import Event, RowChange, RowKind, TableSchema
 
-__all__ = ["Decoder", "Encoder", "Message", "Route"]
+__all__ = [
+    "ArrowBatchDecoder",
+    "BatchDecoder",
+    "ChangelogSink",
+    "Decoder",
+    "Encoder",
+    "EventSink",
+    "Message",
+    "Position",
+    "Route",
+    "RowSink",
+]
+
+# Where an event came from: (topic, partition, offset, seq), seq numbering the events inside
+# one message.
+Position = tuple[str, int, int, int]
 
 
 class Route(enum.Enum):
@@ -81,10 +106,157 @@ class Encoder(Protocol):
     def encode(self, events: Iterable[Event]) -> list[Message]: ...
 
 
+class RowSink(Protocol):
+    """What a decoder's one decode path writes a message's events into.
+
+    ``text`` says which row values the sink takes: canonical values (False) or the
+    changelog's text form (True, see :mod:`ticdc_spark.changelog`).  ``schema_text`` is the
+    table's changelog schema JSON when the decoder has it at hand (sinks that want it compute
+    it otherwise); ``partition_id`` is TiDB's physical partition when the protocol says.
+    """
+
+    @property
+    def text(self) -> bool: ...
+
+    def add_row(
+        self,
+        kind: RowKind,
+        schema: TableSchema,
+        commit_ts: int,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+        position: Position,
+        *,
+        key_only: bool = False,
+        partition_id: int | None = None,
+        schema_text: str | None = None,
+    ) -> None: ...
+
+    def add_events(
+        self, events: Iterable[Event], topic: str, partition: int, offset: int, first_seq: int = 0
+    ) -> None: ...
+
+
+class ChangelogSink(RowSink, Protocol):
+    """A sink that builds changelog Arrow batches (the pipeline's ``ChangelogBuilder``).
+
+    :meth:`append_row` is the batch paths' primitive: a row already in changelog text, its
+    schema JSON known; :meth:`arrow_schema` and ``row_kind`` let an Arrow batch path build
+    the same columns.
+    """
+
+    row_kind: str
+
+    def append_row(
+        self,
+        op: str,
+        database: str,
+        table: str,
+        commit_ts: int,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+        schema: str,
+        position: Position,
+        key_only: bool = False,
+    ) -> None: ...
+
+    def schema_text(self, schema: TableSchema | None) -> str | None: ...
+
+    def arrow_schema(self) -> Any: ...
+
+    def to_batch(self) -> Any: ...
+
+    def __len__(self) -> int: ...
+
+
+@dataclass(slots=True)
+class EventSink:
+    """The sink behind :meth:`Decoder.decode`: events with canonical values, in order."""
+
+    events: list[Event] = field(default_factory=list)
+    text: bool = False
+
+    def add_row(
+        self,
+        kind: RowKind,
+        schema: TableSchema,
+        commit_ts: int,
+        before: Mapping[str, Any] | None,
+        after: Mapping[str, Any] | None,
+        position: Position,
+        *,
+        key_only: bool = False,
+        partition_id: int | None = None,
+        schema_text: str | None = None,
+    ) -> None:
+        self.events.append(
+            RowChange(kind, schema, commit_ts, before, after, partition_id, key_only)  # type: ignore[arg-type]
+        )
+
+    def add_events(
+        self, events: Iterable[Event], topic: str, partition: int, offset: int, first_seq: int = 0
+    ) -> None:
+        self.events.extend(events)
+
+
 @runtime_checkable
 class Decoder(Protocol):
-    """Turns one message into the events it carries (a batch may carry several)."""
+    """Turns one message into the events it carries (a batch may carry several).
+
+    ``decode_into`` is the one decode path; ``decode`` is ``decode_into`` an
+    :class:`EventSink` (see :class:`DecoderBase`).
+    """
 
     protocol: str
 
     def decode(self, message: Message) -> list[Event]: ...
+
+    def decode_into(self, message: Message, sink: RowSink) -> None: ...
+
+
+class DecoderBase:
+    """What every decoder shares: :meth:`decode` through the one decode path."""
+
+    protocol: str
+
+    def decode(self, message: Message) -> list[Event]:
+        sink = EventSink()
+        self.decode_into(message, sink)
+        return sink.events
+
+    def decode_into(self, message: Message, sink: RowSink) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+@runtime_checkable
+class BatchDecoder(Protocol):
+    """A decoder with a path for a whole batch of message values into a changelog sink.
+
+    ``one_by_one(i)`` decodes message ``i`` with every check into the same sink (or makes it
+    a dead letter); the batch path hands it every message it does not take itself, in
+    order.  The path may leave one check to Arrow: image values must be strings or null
+    (the caller redoes the batch one message at a time when the Arrow conversion fails).
+    """
+
+    def decode_batch(
+        self,
+        values: list[bytes | None],
+        topics: list[str],
+        partitions: list[int],
+        offsets: list[int],
+        sink: ChangelogSink,
+        one_by_one: Callable[[int], None],
+    ) -> None: ...
+
+
+@runtime_checkable
+class ArrowBatchDecoder(Protocol):
+    """A decoder that turns an Arrow batch of Kafka records into a changelog Arrow batch.
+
+    Returns None when it does not apply (the caller then takes another path);
+    ``careful(i)`` decodes record ``i`` with every check into ``sink``.
+    """
+
+    def decode_arrow_batch(
+        self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
+    ) -> Any: ...

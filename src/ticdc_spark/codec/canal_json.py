@@ -30,7 +30,8 @@ from typing import Any, ClassVar
 import orjson
 
 from ticdc_spark.changelog import ChangelogBuilder, schema_json
-from ticdc_spark.codec.base import Message, Route
+from ticdc_spark.codec.base import DecoderBase, Message, Route, RowSink
+from ticdc_spark.codec.catalog import CodecSpec, register
 from ticdc_spark.codec.common import (
     INPUT_ERRORS,
     LRUCache,
@@ -48,7 +49,6 @@ from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
 from ticdc_spark.codec.options import CommonOptions
-from ticdc_spark.codec.registry import CodecSpec, register
 from ticdc_spark.ddl import classify
 from ticdc_spark.errors import ConfigError, DecodeError, EncodeError, TiCDCSparkError
 from ticdc_spark.model import (
@@ -68,9 +68,10 @@ from ticdc_spark.model import (
 from ticdc_spark.types import (
     ColumnType,
     Family,
-    escape_element,
+    full_type_desc,
     parse_column_type,
     parse_float,
+    plain_type_desc,
     text_formatter,
     text_parser,
 )
@@ -205,77 +206,6 @@ def java_sql_type(ctype: ColumnType, value: Any = None) -> int:
 
 def canal_ddl_type(ddl_type: DDLType) -> str:
     return _DDL_TYPE_NAME.get(ddl_type, "QUERY")
-
-
-def full_type_desc(ctype: ColumnType) -> str:
-    """TiDB's full column type (``GetTypeDesc``), as content-compatible mode writes it.
-
-    Where the type carries no length, TiDB's defaults fill in (``int(11)``, ``int(10)
-    unsigned``, ``decimal(10,0)``, ``bit(1)``, ``year(4)``).
-    """
-    name = ctype.name
-    length = ctype.length
-    if length is None:
-        length = _DEFAULT_WIDTH.get(name)
-        if length is not None and ctype.unsigned and name in _NARROWER_UNSIGNED:
-            length -= 1
-    decimal = ctype.decimal
-    if name == "decimal":
-        params = f"({length if length is not None else 10},{decimal or 0})"
-    elif name in ("float", "double"):
-        params = f"({length},{decimal})" if decimal and length is not None else ""
-    elif name in ("enum", "set"):
-        params = "(" + ",".join("'" + escape_element(e) + "'" for e in ctype.elements) + ")"
-    elif name in ("datetime", "timestamp", "time"):
-        params = f"({decimal})" if decimal else ""
-    elif name in _NO_PARAMS or length is None:
-        params = ""
-    else:
-        params = f"({length})"
-    suffix = ""
-    if ctype.unsigned and name not in ("bit", "year"):
-        suffix += " unsigned"
-    if ctype.zerofill and name != "year":
-        suffix += " zerofill"
-    return name + params + suffix
-
-
-_DEFAULT_WIDTH = {
-    "tinyint": 4,
-    "smallint": 6,
-    "mediumint": 9,
-    "int": 11,
-    "bigint": 20,
-    "bit": 1,
-    "year": 4,
-    "char": 1,
-    "binary": 1,
-}
-_NARROWER_UNSIGNED = frozenset(("tinyint", "smallint", "mediumint", "int"))
-_NO_PARAMS = frozenset(
-    (
-        "date",
-        "json",
-        "tinytext",
-        "text",
-        "mediumtext",
-        "longtext",
-        "tinyblob",
-        "blob",
-        "mediumblob",
-        "longblob",
-    )
-)
-
-
-def plain_type_desc(ctype: ColumnType) -> str:
-    """The ``mysqlType`` TiCDC writes by default: no parameters, ``unsigned``/``zerofill`` kept."""
-    name = ctype.name
-    if ctype.unsigned and name not in ("bit", "year"):
-        name += " unsigned"
-    if ctype.zerofill and ctype.name != "year":
-        name += " zerofill"
-    return name
 
 
 # --------------------------------------------------------------------------------------------
@@ -680,7 +610,7 @@ _ROW_KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowK
 _NO_TIDB: dict[str, Any] = {}
 
 
-class CanalJSONDecoder:
+class CanalJSONDecoder(DecoderBase):
     """Decodes Canal-JSON from TiCDC and from Alibaba Canal."""
 
     protocol = PROTOCOL
@@ -695,6 +625,11 @@ class CanalJSONDecoder:
             ClaimCheckStorage(self.options.claim_check_storage_uri)
             if self.options.claim_check_storage_uri
             else None
+        )
+
+    def decode_into(self, message: Message, sink: RowSink) -> None:
+        sink.add_events(
+            self.decode(message), message.topic, message.partition or 0, message.offset or 0
         )
 
     def decode(self, message: Message) -> list[Event]:
@@ -748,7 +683,7 @@ class CanalJSONDecoder:
         op = kind.value
         for seq, (before, after, plan) in enumerate(self._text_rows(obj, kind)):
             schema = plan.schema
-            builder.add_row(
+            builder.append_row(
                 op,
                 schema.database,
                 schema.table,
@@ -784,7 +719,7 @@ class CanalJSONDecoder:
                 one_by_one(i)
             return
         last = self._last
-        add_row = builder.add_row
+        add_row = builder.append_row
         for i, value in enumerate(values):
             try:
                 obj = orjson.loads(value)  # type: ignore[arg-type]

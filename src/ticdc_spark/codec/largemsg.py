@@ -11,6 +11,12 @@ TiCDC options:
   pointer plus the handle-key columns.
 
 Decompression is bounded: a message cannot make us allocate more than ``max_output`` bytes.
+
+:class:`LargeMessages` is the engine every codec runs its own bytes through: encoders ask it
+to compress values and to handle a row over the limit (the error naming the row, or the
+handle-key-only message with the claim-check location); decoders ask it to decompress and to
+fetch the message a claim-check pointer names.  The protocols differ only in where the
+marker and the location go, which each supplies as a callback.
 """
 
 from __future__ import annotations
@@ -18,15 +24,21 @@ from __future__ import annotations
 import base64
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from ticdc_spark.errors import ConfigError, DecodeError
+from ticdc_spark.errors import ConfigError, DecodeError, EncodeError
 
-__all__ = ["ClaimCheckStorage", "compress", "decompress", "record_overhead"]
+if TYPE_CHECKING:
+    from ticdc_spark.codec.options import CommonOptions
+    from ticdc_spark.model import RowChange
+
+__all__ = ["ClaimCheckStorage", "LargeMessages", "compress", "decompress", "record_overhead"]
 
 # Sarama's per-record overhead estimate that TiCDC adds when it sizes a message.
 RECORD_OVERHEAD = 36
@@ -163,3 +175,75 @@ class ClaimCheckStorage:
             raise
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise DecodeError(f"cannot read claim-check file {name}: {exc}") from None
+
+
+# A smaller message for a row: given the claim-check location (None: handle-key-only), its
+# key, value, and size as the protocol counts it against max-message-bytes.
+SmallMessage = Callable[[str | None], tuple[bytes | None, bytes, int]]
+
+
+class LargeMessages:
+    """Compression, the size limit and claim-check storage for one codec's messages.
+
+    ``hint`` ends the error for a row over the limit with what else the protocol needs to
+    handle large messages (Canal-JSON: the TiDB extension).
+    """
+
+    def __init__(self, protocol: str, options: CommonOptions, hint: str = "") -> None:
+        self.protocol = protocol
+        self.limit = options.max_message_bytes
+        self.option = options.large_message_handle_option
+        self.compression = options.large_message_handle_compression
+        self.hint = hint
+        uri = options.claim_check_storage_uri
+        self.storage = ClaimCheckStorage(uri) if uri else None
+
+    # encoding -----------------------------------------------------------------------------
+
+    def compress(self, value: bytes) -> bytes:
+        return compress(value, self.compression)
+
+    def fits(self, size: int) -> bool:
+        """Whether a message of ``size`` bytes (as the protocol counts them) may be sent."""
+        return size + RECORD_OVERHEAD <= self.limit
+
+    def shrink(
+        self,
+        row: RowChange,
+        size: int,
+        full: Callable[[], tuple[bytes | None, bytes]],
+        small: SmallMessage,
+    ) -> tuple[bytes | None, bytes]:
+        """The message to send for ``row``, whose ``size`` is over the limit: an error with
+        ``large-message-handle-option=none``; else ``small`` with the location where the
+        ``full()`` message was stored (claim-check) or None (handle-key-only)."""
+        if self.option == "none":
+            raise EncodeError(
+                f"{self.protocol}: row of {row.schema.qualified_name} at commit ts "
+                f"{row.commit_ts} is {size} bytes, over max-message-bytes={self.limit}; raise "
+                f"it or set large-message-handle-option{self.hint}"
+            )
+        location = None
+        if self.option == "claim-check" and self.storage is not None:
+            location = self.storage.write(*full())
+        key, value, small_size = small(location)
+        if not self.fits(small_size):
+            raise EncodeError(
+                f"{self.protocol}: row of {row.schema.qualified_name} at commit ts "
+                f"{row.commit_ts} is over max-message-bytes={self.limit} even with only its "
+                "handle-key columns"
+            )
+        return key, value
+
+    # decoding -----------------------------------------------------------------------------
+
+    def decompress(self, value: bytes) -> bytes:
+        return decompress(value, self.compression)
+
+    def fetch(self, location: str) -> tuple[bytes | None, bytes]:
+        """The full message a claim-check pointer names (key, value as stored)."""
+        if self.storage is None:
+            raise DecodeError(
+                "message points to claim-check storage; set claim-check-storage-uri to read it"
+            )
+        return self.storage.read(location)

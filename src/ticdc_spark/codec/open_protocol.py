@@ -37,7 +37,8 @@ from typing import Any, ClassVar
 import orjson
 
 from ticdc_spark.changelog import ChangelogBuilder
-from ticdc_spark.codec.base import Message, Route
+from ticdc_spark.codec.base import DecoderBase, Message, Route, RowSink
+from ticdc_spark.codec.catalog import CodecSpec, register
 from ticdc_spark.codec.common import (
     INPUT_ERRORS,
     LRUCache,
@@ -69,7 +70,6 @@ from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json, go_json_float, go_quote, go_unquote
 from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
 from ticdc_spark.codec.options import CommonOptions, alias
-from ticdc_spark.codec.registry import CodecSpec, register
 from ticdc_spark.errors import ConfigError, DecodeError, EncodeError, TiCDCSparkError
 from ticdc_spark.model import (
     Bootstrap,
@@ -84,6 +84,9 @@ from ticdc_spark.model import (
     Watermark,
 )
 from ticdc_spark.types import (
+    BLOB_CODES,
+    TYPE_CODE,
+    TYPE_NAMES,
     ColumnType,
     Family,
     parse_decimal,
@@ -118,79 +121,15 @@ class OpenProtocolOptions(CommonOptions):
 
 
 # --------------------------------------------------------------------------------------------
-# Type codes: TiDB's mysql.Type* bytes.
+# Type codes: TiDB's mysql.Type* bytes (types.TYPE_CODE / types.TYPE_NAMES).
 
-_CODE_OF: dict[str, int] = {
-    "tinyint": 1,
-    "smallint": 2,
-    "int": 3,
-    "float": 4,
-    "double": 5,
-    "timestamp": 7,
-    "bigint": 8,
-    "mediumint": 9,
-    "date": 10,
-    "time": 11,
-    "datetime": 12,
-    "year": 13,
-    "varchar": 15,
-    "varbinary": 15,
-    "bit": 16,
-    "vector": 225,
-    "json": 245,
-    "decimal": 246,
-    "enum": 247,
-    "set": 248,
-    "tinytext": 249,
-    "tinyblob": 249,
-    "mediumtext": 250,
-    "mediumblob": 250,
-    "longtext": 251,
-    "longblob": 251,
-    "text": 252,
-    "blob": 252,
-    "char": 254,
-    "binary": 254,
-    "geometry": 255,
-}
-# code -> (name without the binary flag, name with it)
-_NAME_OF: dict[int, tuple[str, str]] = {
-    1: ("tinyint",) * 2,
-    2: ("smallint",) * 2,
-    3: ("int",) * 2,
-    4: ("float",) * 2,
-    5: ("double",) * 2,
-    6: ("null",) * 2,
-    7: ("timestamp",) * 2,
-    8: ("bigint",) * 2,
-    9: ("mediumint",) * 2,
-    10: ("date",) * 2,
-    11: ("time",) * 2,
-    12: ("datetime",) * 2,
-    13: ("year",) * 2,
-    14: ("date",) * 2,
-    15: ("varchar", "varbinary"),
-    16: ("bit",) * 2,
-    225: ("vector",) * 2,
-    245: ("json",) * 2,
-    246: ("decimal",) * 2,
-    247: ("enum",) * 2,
-    248: ("set",) * 2,
-    249: ("tinytext", "tinyblob"),
-    250: ("mediumtext", "mediumblob"),
-    251: ("longtext", "longblob"),
-    252: ("text", "blob"),
-    253: ("varchar", "varbinary"),
-    254: ("char", "binary"),
-    255: ("geometry",) * 2,
-}
-_BASE64_CODES = frozenset((249, 250, 251, 252))  # BLOB and TEXT share these: always base64
+_BASE64_CODES = BLOB_CODES  # BLOB and TEXT share these: always base64
 _QUOTED_CODES = frozenset((15, 253, 254))  # CHAR/VARCHAR: Go-quoted when binary
 _SIGNED_FAMILIES = frozenset((Family.INTEGER, Family.FLOAT, Family.DOUBLE, Family.DECIMAL))
 
 
 def _column_type(code: int, flags: int) -> ColumnType:
-    names = _NAME_OF.get(code)
+    names = TYPE_NAMES.get(code)
     if names is None:
         return ColumnType(f"type{code}")
     ctype = ColumnType(names[1] if flags & ColumnFlag.BINARY else names[0])
@@ -558,7 +497,7 @@ class OpenProtocolEncoder:
             zip(schema.columns, derived.columns, strict=True), key=lambda p: p[0].name.encode()
         ):
             flags = int(column.flags | wire.flags)
-            code = _CODE_OF.get(column.type.name, 15)
+            code = TYPE_CODE.get(column.type.name, 15)
             entry: dict[str, Any] = {"t": code}
             if flags & ColumnFlag.HANDLE_KEY:
                 entry["h"] = True
@@ -707,7 +646,7 @@ class _ShapeChanged(Exception):
     """A column's type or flags differ from the cached plan (e.g. after MODIFY COLUMN)."""
 
 
-class OpenProtocolDecoder:
+class OpenProtocolDecoder(DecoderBase):
     """Decodes Open Protocol messages (current, legacy, and mixed old batches)."""
 
     protocol = PROTOCOL
@@ -721,6 +660,11 @@ class OpenProtocolDecoder:
             ClaimCheckStorage(self.options.claim_check_storage_uri)
             if self.options.claim_check_storage_uri
             else None
+        )
+
+    def decode_into(self, message: Message, sink: RowSink) -> None:
+        sink.add_events(
+            self.decode(message), message.topic, message.partition or 0, message.offset or 0
         )
 
     def decode(self, message: Message) -> list[Event]:
@@ -741,7 +685,7 @@ class OpenProtocolDecoder:
         for seq, event in enumerate(events):
             if isinstance(event, _TextRowChange):
                 schema = event.schema
-                builder.add_row(
+                builder.append_row(
                     event.kind.value,
                     schema.database,
                     schema.table,

@@ -1,4 +1,6 @@
-"""The registry: TiCDC's protocol names mapped to their codecs and options.
+"""The protocol catalog: TiCDC's protocol names mapped to their codecs and options.
+
+(Named a catalog so that "registry" means the Avro protocol's schema registry only.)
 
 >>> from ticdc_spark.codec import make_decoder
 >>> decoder = make_decoder("canal-json", {"enable-tidb-extension": "true"})
@@ -32,14 +34,14 @@ class CodecSpec:
         return parse_options(self.options, values)
 
 
-_REGISTRY: dict[str, CodecSpec] = {}
+_CATALOG: dict[str, CodecSpec] = {}
 # Protocol modules register themselves on import; these are imported on first lookup.
 _BUILTIN_MODULES = ("ticdc_spark.codec.open_protocol", "ticdc_spark.codec.canal_json")
 
 
 def register(spec: CodecSpec) -> CodecSpec:
     for name in (spec.name, *spec.aliases):
-        _REGISTRY[name] = spec
+        _CATALOG[name] = spec
     return spec
 
 
@@ -51,13 +53,13 @@ def _load_builtins() -> None:
 def protocols() -> list[str]:
     """The registered protocol names (not aliases)."""
     _load_builtins()
-    return sorted({spec.name for spec in _REGISTRY.values()})
+    return sorted({spec.name for spec in _CATALOG.values()})
 
 
 def get_codec(name: str) -> CodecSpec:
     """The codec registered under a TiCDC protocol name such as ``canal-json``."""
     _load_builtins()
-    spec = _REGISTRY.get(name.strip().lower())
+    spec = _CATALOG.get(name.strip().lower())
     if spec is None:
         raise UnknownProtocolError(
             f"unknown protocol {name!r}; valid protocols: {', '.join(protocols())}"
