@@ -628,6 +628,9 @@ class CanalJSONDecoder(DecoderBase):
         )
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
+        if isinstance(sink, ChangelogBuilder):
+            self.decode_changelog(message, sink)
+            return
         sink.add_events(
             self.decode(message), message.topic, message.partition or 0, message.offset or 0
         )
@@ -695,7 +698,7 @@ class CanalJSONDecoder(DecoderBase):
                 key_only,
             )
 
-    def decode_changelog_batch(
+    def decode_batch(
         self,
         values: list[bytes | None],
         topics: list[str],

@@ -663,6 +663,9 @@ class OpenProtocolDecoder(DecoderBase):
         )
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
+        if isinstance(sink, ChangelogBuilder):
+            self.decode_changelog(message, sink)
+            return
         sink.add_events(
             self.decode(message), message.topic, message.partition or 0, message.offset or 0
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from ticdc_spark.changelog import ERROR, ChangelogBuilder, arrow_schema
 from ticdc_spark.codec import Message, get_codec, make_decoder
+from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder, Decoder
 from ticdc_spark.errors import ConfigError, DecodeError
 
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
@@ -68,17 +69,19 @@ def decode_batches(
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
     Each input batch becomes one changelog batch.  Decoders with an Arrow path
-    (``decode_arrow_batch``, Canal-JSON's compiled scanner) get the Arrow batch and decode
-    what it cannot with ``decode_one``; decoders with a batch path
-    (``decode_changelog_batch``) get the whole batch; if the batch's Arrow conversion then
-    finds a value the batch path let through (it leaves type checks to Arrow), the batch is
-    decoded again one message at a time, where every check runs and a bad message becomes a
-    dead letter.  Should Arrow still refuse the rows, each record is built on its own and the
-    ones it refuses become dead letters too.
+    (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`, Canal-JSON's compiled scanner) get
+    the Arrow batch and decode what it cannot with ``decode_one``; decoders with a batch path
+    (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch; if the batch's Arrow
+    conversion then finds a value the batch path let through (it leaves type checks to
+    Arrow), the batch is decoded again one message at a time, where every check runs and a
+    bad message becomes a dead letter.  Should Arrow still refuse the rows, each record is
+    built on its own and the ones it refuses become dead letters too.
     """
     decoder = make_decoder(protocol, options)
-    arrow = getattr(decoder, "decode_arrow_batch", None) if compiled else None
-    whole = getattr(decoder, "decode_changelog_batch", None)
+    arrow = (
+        decoder.decode_arrow_batch if compiled and isinstance(decoder, ArrowBatchDecoder) else None
+    )
+    whole = decoder.decode_batch if isinstance(decoder, BatchDecoder) else None
     for batch in _bounded(batches):
         records = _Records(batch, decoder, fail)
         out = None
@@ -131,10 +134,9 @@ def _bounded(batches: Iterator[Any]) -> Iterator[Any]:
 class _Records:
     """One Arrow batch of Kafka records as Python lists, and the changelog being built."""
 
-    def __init__(self, batch: Any, decoder: Any, fail: bool) -> None:
+    def __init__(self, batch: Any, decoder: Decoder, fail: bool) -> None:
         self.batch = batch
         self.decoder = decoder
-        self.fast = getattr(decoder, "decode_changelog", None)
         self.fail = fail
         self.builder = ChangelogBuilder()
 
@@ -167,10 +169,7 @@ class _Records:
         )
         builder = self.builder
         try:
-            if self.fast is not None:
-                self.fast(message, builder)
-            else:
-                builder.add_events(self.decoder.decode(message), topic, partition, offset)
+            self.decoder.decode_into(message, builder)
         except DecodeError as exc:
             if self.fail:
                 raise
