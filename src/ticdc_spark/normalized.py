@@ -18,12 +18,12 @@ One JSON object per event, the same whatever protocol carried it::
 
 from __future__ import annotations
 
-import base64
 import binascii
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
+from ticdc_spark.codec.convert import NORMALIZED
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import (
     Bootstrap,
@@ -37,7 +37,7 @@ from ticdc_spark.model import (
     TableSchema,
     Watermark,
 )
-from ticdc_spark.types import ColumnType, parse_column_type, text_formatter, text_parser
+from ticdc_spark.types import ColumnType, parse_column_type
 
 __all__ = ["event_from_json", "event_to_json", "image_to_text"]
 
@@ -126,18 +126,9 @@ def _schema_formatters(schema: TableSchema) -> dict[str, Callable[[Any], str]]:
     return hit[1]
 
 
-@lru_cache(maxsize=4096)
-def _formatter(ctype: ColumnType) -> Callable[[Any], str]:
-    if ctype.is_binary:
-        return lambda v: base64.b64encode(v).decode("ascii")
-    return text_formatter(ctype)
-
-
-@lru_cache(maxsize=4096)
-def _parser(ctype: ColumnType) -> Callable[[str], Any]:
-    if ctype.is_binary:
-        return lambda v: base64.b64decode(v, validate=True)
-    return text_parser(ctype)
+# The normalized text form is the conversion layer's NORMALIZED dialect.
+_formatter = lru_cache(maxsize=4096)(NORMALIZED.encoder)
+_parser = lru_cache(maxsize=4096)(NORMALIZED.decoder)
 
 
 # --------------------------------------------------------------------------------------------
