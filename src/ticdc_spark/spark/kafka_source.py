@@ -220,7 +220,7 @@ class _BatchReader(DataSourceReader):
         return _ranges(start, end, self.config)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_range(*partition.value)
+        return _read_partition(partition)
 
 
 class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -269,7 +269,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _ranges(start, end, self.config)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_range(*partition.value)
+        return _read_partition(partition)
 
     def commit(self, end: Offsets) -> None:
         """Offsets live in Spark's checkpoint; nothing is committed to Kafka."""
@@ -290,6 +290,14 @@ def _limit(start: Offsets, end: Offsets, budget: int) -> Offsets:
         share = max(1, budget * waiting // total) if waiting > 0 else 0
         limited.setdefault(topic, {})[partition] = since + min(waiting, share)
     return limited
+
+
+def _read_partition(partition: InputPartition | None) -> Iterator[Any]:
+    """One planned range; nothing for the ``InputPartition(None)`` Spark hands a batch source
+    that planned no range (an empty topic, a pattern matching nothing, a caught-up range)."""
+    if partition is None or partition.value is None:
+        return iter(())
+    return _read_range(*partition.value)
 
 
 def _read_range(
