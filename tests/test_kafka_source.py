@@ -56,3 +56,78 @@ def test_a_batch_read_with_nothing_to_read_is_empty(spark, kafka_broker: str) ->
     for frame in reads:
         assert frame.collect() == []
     assert _batch(spark, kafka_broker, subscribe=full).count() == 6
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
+    sink = KafkaProducerSink(bootstrap, config=ONE_RECORD_PER_REQUEST)
+    sink.write([Message(None, v, topic=topic, partition=partition) for v in values])
+    sink.close()
+
+
+def _stream_reader(bootstrap: str, **options: str):  # type: ignore[no-untyped-def]
+    from ticdc_spark.spark.kafka_source import KafkaDataSource
+
+    source = KafkaDataSource({"kafka.bootstrap.servers": bootstrap, **options})
+    return source.streamReader(source.schema())
+
+
+@pytest.mark.kafka
+def test_initial_offsets_are_resolved_once(kafka_broker: str, tmp_path) -> None:
+    """Spark asks for the initial offsets more than once (again when batch 0 is re-run):
+    "latest" must mean the latest when first asked, in this run and after a restart."""
+    topic = _topic(kafka_broker, 1, 2)
+    kept = str(tmp_path / "initial.json")
+    reader = _stream_reader(kafka_broker, subscribe=topic, startingOffsets="latest")
+    stored = _stream_reader(
+        kafka_broker, subscribe=topic, startingOffsets="latest", initialOffsetsPath=kept
+    )
+    assert reader.initialOffset() == stored.initialOffset() == {topic: {"0": 2}}
+    _produce(kafka_broker, topic, [b"a", b"b"])
+    assert reader.initialOffset() == stored.initialOffset() == {topic: {"0": 2}}
+    restarted = _stream_reader(
+        kafka_broker, subscribe=topic, startingOffsets="latest", initialOffsetsPath=kept
+    )
+    assert restarted.initialOffset() == {topic: {"0": 2}}
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_failed_batch_0_rerun_reads_its_records(spark, kafka_broker: str, tmp_path) -> None:
+    """startingOffsets=latest, batch 0 fails, more records arrive, the query restarts from
+    its checkpoint: batch 0 is re-run from the offsets first resolved, nothing is skipped."""
+    import time
+
+    from ticdc_spark.spark.pipeline import read_source
+
+    topic = _topic(kafka_broker, 1, 2)
+    checkpoint = tmp_path / "ckpt"
+    source = f"kafka://{kafka_broker}/{topic}"
+    seen: list[bytes] = []
+
+    def fail(df, batch_id):  # type: ignore[no-untyped-def]
+        if df.count():
+            raise RuntimeError("batch 0 fails")
+
+    def collect(df, batch_id):  # type: ignore[no-untyped-def]
+        seen.extend(r.value for r in df.select("value").collect())
+
+    def query(handler, **trigger):  # type: ignore[no-untyped-def]
+        frame = read_source(spark, source, {"startingOffsets": "latest"}, str(checkpoint))
+        return (
+            frame.writeStream.foreachBatch(handler)
+            .option("checkpointLocation", str(checkpoint / "spark"))
+            .trigger(**trigger)
+            .start()
+        )
+
+    running = query(fail, processingTime="200 milliseconds")
+    deadline = time.monotonic() + 120
+    while not (checkpoint / "kafka-initial-offsets.json").exists():
+        assert time.monotonic() < deadline and running.isActive
+        time.sleep(0.2)
+    _produce(kafka_broker, topic, [b"x2", b"x3", b"x4"])
+    with pytest.raises(Exception, match="batch 0 fails"):
+        running.awaitTermination(120)
+    _produce(kafka_broker, topic, [b"x5", b"x6"])
+    query(collect, availableNow=True).awaitTermination(120)
+    assert seen == [b"x2", b"x3", b"x4", b"x5", b"x6"]

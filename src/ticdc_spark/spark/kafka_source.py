@@ -17,6 +17,7 @@ partition reads one Kafka partition's offset range, yielding Arrow batches.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import uuid
@@ -65,6 +66,7 @@ class _Config:
     max_offsets: int
     fail_on_data_loss: bool
     poll_timeout_s: float
+    initial_offsets_path: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> _Config:
@@ -88,6 +90,7 @@ class _Config:
             max_offsets=int(lowered.get("maxoffsetspertrigger", "0") or 0),
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "60000")) / 1000,
+            initial_offsets_path=lowered.get("initialoffsetspath") or None,
         )
 
 
@@ -227,13 +230,24 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, config: _Config) -> None:
         self.config = config
         self.target: Offsets | None = None
+        self.initial: Offsets | None = None
 
     def initialOffset(self) -> Offsets:
-        metadata = _Metadata(self.config)
-        try:
-            return metadata.resolve(self.config.starting, LATEST)
-        finally:
-            metadata.close()
+        """The offsets of ``startingOffsets`` resolved once, as Spark's Kafka source fixes
+        them: Spark asks again when it re-runs batch 0 (a restart after a failed first
+        batch), and "latest" asked again would skip what arrived in between.  Kept for the
+        reader's life, and in ``initialOffsetsPath`` across restarts when that is set (Spark
+        keeps them in the query's checkpoint, which a Python source is not told)."""
+        if self.initial is None:
+            self.initial = _load_offsets(self.config.initial_offsets_path)
+        if self.initial is None:
+            metadata = _Metadata(self.config)
+            try:
+                self.initial = metadata.resolve(self.config.starting, LATEST)
+            finally:
+                metadata.close()
+            _store_offsets(self.config.initial_offsets_path, self.initial)
+        return {topic: dict(partitions) for topic, partitions in self.initial.items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.config.max_offsets > 0:
@@ -273,6 +287,29 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: Offsets) -> None:
         """Offsets live in Spark's checkpoint; nothing is committed to Kafka."""
+
+
+def _load_offsets(path: str | None) -> Offsets | None:
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as stored:
+            loaded = json.load(stored)
+        return {t: {str(p): int(o) for p, o in ps.items()} for t, ps in loaded.items()}
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        raise TiCDCSparkError(f"cannot read the initial offsets in {path}: {exc}") from None
+
+
+def _store_offsets(path: str | None, offsets: Offsets) -> None:
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(temporary, "w", encoding="utf-8") as out:
+        json.dump(offsets, out, sort_keys=True)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temporary, path)
 
 
 def _limit(start: Offsets, end: Offsets, budget: int) -> Offsets:
