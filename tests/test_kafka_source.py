@@ -131,3 +131,49 @@ def test_a_failed_batch_0_rerun_reads_its_records(spark, kafka_broker: str, tmp_
     _produce(kafka_broker, topic, [b"x5", b"x6"])
     query(collect, availableNow=True).awaitTermination(120)
     assert seen == [b"x2", b"x3", b"x4", b"x5", b"x6"]
+
+
+def _recreate(bootstrap: str, topic: str, partitions: int, records: int) -> None:
+    """Delete ``topic`` and, with ``partitions`` > 0, create it again with ``records``."""
+    import time
+
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_topics([topic], operation_timeout=10).values():
+        future.result()
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline, "the deleted topic is still listed"
+        time.sleep(0.2)
+    if partitions:
+        sink = KafkaProducerSink(bootstrap, config=ONE_RECORD_PER_REQUEST)
+        sink.create_topics([topic], partitions)
+        sink.write([Message(None, b"r%d" % i, topic=topic, partition=0) for i in range(records)])
+        sink.close()
+
+
+@pytest.mark.kafka
+def test_offsets_going_backwards_are_data_loss(kafka_broker: str) -> None:
+    """A topic deleted and re-created with fewer records: its end offset is below where the
+    query is.  Spark reports that as data loss; it was skipped silently (the planner took the
+    higher of the checkpoint and the broker's end)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from ticdc_spark.errors import TiCDCSparkError
+
+    topic = _topic(kafka_broker, 1, 5)
+    failing = _stream_reader(kafka_broker, subscribe=topic, startingOffsets="earliest")
+    lenient = _stream_reader(
+        kafka_broker, subscribe=topic, startingOffsets="earliest", failOnDataLoss="false"
+    )
+    start = failing.latestOffset(failing.initialOffset(), ReadAllAvailable())
+    assert start == {topic: {"0": 5}}
+    _recreate(kafka_broker, topic, 1, 2)
+    for limit in (ReadAllAvailable(), ReadMaxRows(10)):
+        end = failing.latestOffset(start, limit)
+        assert end == {topic: {"0": 2}}
+        with pytest.raises(TiCDCSparkError, match=r"offset went back from 5 to 2.*failOnDataLoss"):
+            failing.partitions(start, end)
+        # failOnDataLoss=false: logged, and the query goes on from the new end (as Spark)
+        assert lenient.partitions(start, lenient.latestOffset(start, limit)) == []

@@ -17,6 +17,7 @@ partition reads one Kafka partition's offset range, yielding Arrow batches.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import time
@@ -43,6 +44,8 @@ from ticdc_spark.io.kafka import client_config, redact
 from ticdc_spark.spark.kafka_schema import empty_columns, record_batch, spark_kafka_schema
 
 __all__ = ["KafkaDataSource", "register"]
+
+log = logging.getLogger(__name__)
 
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as text, JSON keys) -> offset
 EARLIEST, LATEST = -2, -1
@@ -167,10 +170,17 @@ class _Metadata:
             )
         return out
 
-    def resolve(self, spec: str, default: int) -> Offsets:
-        """Offsets for "earliest", "latest" or a JSON spec (-2 earliest, -1 latest)."""
-        parts = self.partitions()
-        bounds = self.bounds(parts)
+    def resolve(
+        self,
+        spec: str,
+        default: int,
+        bounds: dict[tuple[str, int], tuple[int, int]] | None = None,
+    ) -> Offsets:
+        """Offsets for "earliest", "latest" or a JSON spec (-2 earliest, -1 latest), of the
+        partitions of ``bounds`` (default: the source's partitions now)."""
+        if bounds is None:
+            bounds = self.bounds(self.partitions())
+        parts = sorted(bounds)
         wanted = _parse_spec(spec, default)
         offsets: Offsets = {}
         for topic, partition in parts:
@@ -197,7 +207,7 @@ def _ranges(start: Offsets, end: Offsets, config: _Config) -> list[InputPartitio
     out = []
     for topic, partitions in sorted(end.items()):
         for partition, until in sorted(partitions.items(), key=lambda p: int(p[0])):
-            since = start.get(topic, {}).get(partition, 0)
+            since = start[topic][partition]
             if until > since:
                 out.append(InputPartition((config, topic, int(partition), since, until)))
     return out
@@ -214,10 +224,13 @@ class _BatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         metadata = _Metadata(self.config)
         try:
+            bounds = metadata.bounds(metadata.partitions())
             start = metadata.resolve(
-                self.config.starting if self.config.starting != "latest" else "earliest", EARLIEST
+                self.config.starting if self.config.starting != "latest" else "earliest",
+                EARLIEST,
+                bounds,
             )
-            end = metadata.resolve(self.config.ending, LATEST)
+            end = metadata.resolve(self.config.ending, LATEST, bounds)
         finally:
             metadata.close()
         return _ranges(start, end, self.config)
@@ -255,13 +268,13 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
+        """The broker's end offsets as they are, lower than ``start`` if a topic was
+        re-created, without the partitions that are gone (:meth:`partitions` reports both,
+        as Spark does)."""
         latest = self.target or self._latest()
-        end = {
-            t: {p: max(o, start.get(t, {}).get(p, 0)) for p, o in ps.items()}
-            for t, ps in latest.items()
-        }
+        end = {t: dict(ps) for t, ps in latest.items()}
         if isinstance(limit, ReadMaxRows):
-            end = _limit(start, end, limit.max_rows)
+            end = _limit(_with_new_partitions(start, end, self.config), end, limit.max_rows)
         return end
 
     def _latest(self) -> Offsets:
@@ -280,13 +293,55 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.target = self._latest()
 
     def partitions(self, start: Offsets, end: Offsets) -> list[InputPartition]:
-        return _ranges(start, end, self.config)
+        """The ranges from ``start`` to ``end``, reporting what Spark's Kafka source reports
+        as data loss: offsets gone backwards (a re-created topic).  With ``failOnDataLoss``
+        (the default) it fails the query; otherwise it is logged and the query goes on from
+        ``end``."""
+        since = _with_new_partitions(start, end, self.config)
+        for topic, partitions in sorted(end.items()):
+            for partition, until in sorted(partitions.items(), key=lambda p: int(p[0])):
+                begin = since[topic][partition]
+                if until < begin:
+                    _report_data_loss(
+                        self.config,
+                        f"partition {topic}-{partition}'s offset went back from {begin} to "
+                        f"{until} (topic re-created?): some data may have been missed",
+                    )
+        return _ranges(since, end, self.config)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read_partition(partition)
 
     def commit(self, end: Offsets) -> None:
         """Offsets live in Spark's checkpoint; nothing is committed to Kafka."""
+
+
+def _with_new_partitions(start: Offsets, end: Offsets, config: _Config) -> Offsets:
+    """``start`` and, for the partitions of ``end`` it lacks (new ones), their earliest
+    offsets, as Spark starts a new partition."""
+    new = [(t, int(p)) for t, ps in end.items() for p in ps if p not in start.get(t, {})]
+    since = {t: dict(ps) for t, ps in start.items()}
+    if not new:
+        return since
+    metadata = _Metadata(config)
+    try:
+        bounds = metadata.bounds(new)
+    finally:
+        metadata.close()
+    for (topic, partition), (low, _high) in sorted(bounds.items()):
+        since.setdefault(topic, {})[str(partition)] = low
+    return since
+
+
+def _report_data_loss(config: _Config, message: str) -> None:
+    """Spark's reportDataLoss: fail the query, or with failOnDataLoss=false log and go on."""
+    if config.fail_on_data_loss:
+        raise TiCDCSparkError(
+            f"{message}. Data may have been lost: Kafka deleted it (retention), or a topic "
+            "was deleted or re-created. If you want the query to go on regardless, set the "
+            "source option failOnDataLoss to false."
+        )
+    log.warning("%s. The query goes on (failOnDataLoss=false).", message)
 
 
 def _load_offsets(path: str | None) -> Offsets | None:
@@ -315,17 +370,17 @@ def _store_offsets(path: str | None, offsets: Offsets) -> None:
 def _limit(start: Offsets, end: Offsets, budget: int) -> Offsets:
     """Spread ``budget`` records over the partitions in proportion to their backlog, at least
     one record for every partition that has any (none is starved)."""
-    backlog = {
-        (t, p): o - start.get(t, {}).get(p, 0) for t, ps in end.items() for p, o in ps.items()
-    }
+    backlog = {(t, p): o - start[t][p] for t, ps in end.items() for p, o in ps.items()}
     total = sum(v for v in backlog.values() if v > 0)
     if total <= budget:
         return end
     limited: Offsets = {}
     for (topic, partition), waiting in backlog.items():
-        since = start.get(topic, {}).get(partition, 0)
-        share = max(1, budget * waiting // total) if waiting > 0 else 0
-        limited.setdefault(topic, {})[partition] = since + min(waiting, share)
+        if waiting <= 0:  # nothing to read, or gone backwards: partitions() reports that
+            limited.setdefault(topic, {})[partition] = end[topic][partition]
+            continue
+        share = max(1, budget * waiting // total)
+        limited.setdefault(topic, {})[partition] = start[topic][partition] + min(waiting, share)
     return limited
 
 
