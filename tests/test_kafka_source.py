@@ -177,3 +177,35 @@ def test_offsets_going_backwards_are_data_loss(kafka_broker: str) -> None:
             failing.partitions(start, end)
         # failOnDataLoss=false: logged, and the query goes on from the new end (as Spark)
         assert lenient.partitions(start, lenient.latestOffset(start, limit)) == []
+
+
+@pytest.mark.kafka
+def test_partitions_that_disappear_are_data_loss(kafka_broker: str) -> None:
+    """A deleted topic was dropped from the offsets silently, and re-read from 0 when it
+    came back.  Spark reports it as gone; a partition coming back is a new partition, read
+    from its earliest offset."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from ticdc_spark.errors import TiCDCSparkError
+
+    kept = _topic(kafka_broker, 1, 3)
+    doomed = _topic(kafka_broker, 2, 4)
+    options = {"subscribe": f"{kept},{doomed}", "startingOffsets": "earliest"}
+    failing = _stream_reader(kafka_broker, **options)
+    lenient = _stream_reader(kafka_broker, **options, failOnDataLoss="false")
+    start = failing.latestOffset(failing.initialOffset(), ReadAllAvailable())
+    assert start == {kept: {"0": 3}, doomed: {"0": 2, "1": 2}}
+    _recreate(kafka_broker, doomed, 0, 0)
+    end = failing.latestOffset(start, ReadAllAvailable())
+    assert end == {kept: {"0": 3}}
+    with pytest.raises(TiCDCSparkError, match=rf"{doomed}-0, {doomed}-1 are gone"):
+        failing.partitions(start, end)
+    assert lenient.partitions(start, end) == []
+    # it comes back: read from its earliest offset, a new partition as Spark reads one
+    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink.create_topics([doomed], 1)
+    sink.write([Message(None, b"back", topic=doomed, partition=0)])
+    sink.close()
+    again = lenient.latestOffset(end, ReadAllAvailable())
+    ranges = [p.value[1:] for p in lenient.partitions(end, again)]
+    assert ranges == [(doomed, 0, 0, 1)]

@@ -294,10 +294,18 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: Offsets, end: Offsets) -> list[InputPartition]:
         """The ranges from ``start`` to ``end``, reporting what Spark's Kafka source reports
-        as data loss: offsets gone backwards (a re-created topic).  With ``failOnDataLoss``
-        (the default) it fails the query; otherwise it is logged and the query goes on from
-        ``end``."""
-        since = _with_new_partitions(start, end, self.config)
+        as data loss: partitions gone, partitions added with records already deleted,
+        offsets gone backwards (a re-created topic).  With ``failOnDataLoss`` (the default)
+        each fails the query; otherwise it is logged and the query goes on from ``end``."""
+        for topic, partitions in sorted(start.items()):
+            gone = sorted(p for p in partitions if p not in end.get(topic, {}))
+            if gone:
+                _report_data_loss(
+                    self.config,
+                    f"partitions {', '.join(f'{topic}-{p}' for p in gone)} are gone "
+                    "(deleted topic or partitions): some data may have been missed",
+                )
+        since = _with_new_partitions(start, end, self.config, report=True)
         for topic, partitions in sorted(end.items()):
             for partition, until in sorted(partitions.items(), key=lambda p: int(p[0])):
                 begin = since[topic][partition]
@@ -316,9 +324,12 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Offsets live in Spark's checkpoint; nothing is committed to Kafka."""
 
 
-def _with_new_partitions(start: Offsets, end: Offsets, config: _Config) -> Offsets:
+def _with_new_partitions(
+    start: Offsets, end: Offsets, config: _Config, report: bool = False
+) -> Offsets:
     """``start`` and, for the partitions of ``end`` it lacks (new ones), their earliest
-    offsets, as Spark starts a new partition."""
+    offsets, as Spark starts a new partition; ``report``: a new partition whose earliest
+    offset is not 0 lost records (they were deleted before they could be read)."""
     new = [(t, int(p)) for t, ps in end.items() for p in ps if p not in start.get(t, {})]
     since = {t: dict(ps) for t, ps in start.items()}
     if not new:
@@ -330,6 +341,12 @@ def _with_new_partitions(start: Offsets, end: Offsets, config: _Config) -> Offse
         metadata.close()
     for (topic, partition), (low, _high) in sorted(bounds.items()):
         since.setdefault(topic, {})[str(partition)] = low
+        if report and low != 0:
+            _report_data_loss(
+                config,
+                f"added partition {topic}-{partition} starts at offset {low} instead of 0: "
+                "some data may have been missed",
+            )
     return since
 
 
