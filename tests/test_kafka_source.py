@@ -209,3 +209,69 @@ def test_partitions_that_disappear_are_data_loss(kafka_broker: str) -> None:
     again = lenient.latestOffset(end, ReadAllAvailable())
     ranges = [p.value[1:] for p in lenient.partitions(end, again)]
     assert ranges == [(doomed, 0, 0, 1)]
+
+
+@pytest.fixture(scope="module")
+def mock_cluster():  # type: ignore[no-untyped-def]
+    from kafka_broker import MockCluster
+
+    return MockCluster()
+
+
+def _trimmed_topic(bootstrap: str) -> str:
+    """Partition 0 of a new topic on the mock cluster with offsets 2..11 left of 0..11: 500 kB
+    records, and the mock keeps 5 MB a partition (as retention deletes old segments)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = f"m-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": bootstrap, **ONE_RECORD_PER_REQUEST})
+    for i in range(12):
+        producer.produce(topic, b"%d" % i + b"x" * 500_000, partition=0)
+        producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (2, 12)
+    consumer.close()
+    return topic
+
+
+def _offsets(batches) -> list[int]:  # type: ignore[no-untyped-def]
+    return [o for batch in batches for o in batch.column("offset").to_pylist()]
+
+
+@pytest.mark.kafka
+def test_deleted_offsets_fail_the_read_or_resume_at_the_earliest(mock_cluster) -> None:
+    """Records deleted by retention under a planned range: the consumer jumped to the end
+    (librdkafka's default auto.offset.reset), skipping records that still exist.  Spark's
+    readers fail (failOnDataLoss) or go on from the earliest offset left."""
+    from ticdc_spark.errors import TiCDCSparkError
+    from ticdc_spark.spark.kafka_source import _Config, _read_range
+
+    bootstrap = mock_cluster.bootstrap
+    topic = _trimmed_topic(bootstrap)
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic,
+        "kafkaConsumer.pollTimeoutMs": "20000",
+    }
+    failing = _Config.parse(options)
+    lenient = _Config.parse({**options, "failOnDataLoss": "false"})
+    with pytest.raises(TiCDCSparkError, match=r"cannot fetch offset 0 .*failOnDataLoss"):
+        list(_read_range(failing, topic, 0, 0, 12))
+    assert _offsets(_read_range(lenient, topic, 0, 0, 12)) == list(range(2, 12))
+    assert _offsets(_read_range(lenient, topic, 0, 0, 2)) == []  # all of it deleted
+    assert _offsets(_read_range(failing, topic, 0, 2, 12)) == list(range(2, 12))
+
+
+@pytest.mark.kafka
+def test_a_new_partition_missing_its_first_records_is_data_loss(mock_cluster) -> None:
+    """A partition that appears (new, or back) with offsets below its earliest deleted."""
+    from ticdc_spark.errors import TiCDCSparkError
+
+    bootstrap = mock_cluster.bootstrap
+    topic = _trimmed_topic(bootstrap)
+    failing = _stream_reader(bootstrap, subscribe=topic)
+    lenient = _stream_reader(bootstrap, subscribe=topic, failOnDataLoss="false")
+    end = {topic: {"0": 12}}
+    with pytest.raises(TiCDCSparkError, match=rf"added partition {topic}-0 starts at offset 2"):
+        failing.partitions({}, end)
+    assert [p.value[1:] for p in lenient.partitions({}, end)] == [(topic, 0, 2, 12)]

@@ -412,7 +412,12 @@ def _read_partition(partition: InputPartition | None) -> Iterator[Any]:
 def _read_range(
     config: _Config, topic: str, partition: int, since: int, until: int
 ) -> Iterator[Any]:
-    """The records [since, until) of one partition, as Arrow batches (runs in a task)."""
+    """The records [since, until) of one partition, as Arrow batches (runs in a task).
+
+    The consumer never resets its offset by itself (``auto.offset.reset`` is ``error``, as
+    Spark's readers use ``none``): offsets the broker no longer has are data loss, which
+    fails the query, or with ``failOnDataLoss=false`` is logged and skipped, the read going
+    on from the earliest offset left (Spark's KafkaDataConsumer)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -421,6 +426,7 @@ def _read_range(
             "group.id": f"ticdc-spark-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "auto.offset.reset": "error",
         }
     )
     consumer.assign([TopicPartition(topic, partition, since)])
@@ -442,8 +448,15 @@ def _read_range(
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
                         continue
-                    _on_error(error, config, topic, partition, position)
-                    return
+                    if error.code() not in (
+                        KafkaError._AUTO_OFFSET_RESET,
+                        KafkaError.OFFSET_OUT_OF_RANGE,
+                    ):
+                        raise TiCDCSparkError(
+                            f"Kafka error at {topic}/{partition}@{position}: {error}"
+                        )
+                    position = _recover(consumer, config, topic, partition, position, until)
+                    break  # what else this batch holds was fetched before the reset
                 offset = int(message.offset() or 0)
                 if offset >= until:
                     position = until
@@ -459,14 +472,32 @@ def _read_range(
         yield record_batch(columns)
 
 
-def _on_error(error: Any, config: _Config, topic: str, partition: int, position: int) -> None:
-    from confluent_kafka import KafkaError
+def _recover(
+    consumer: Any, config: _Config, topic: str, partition: int, position: int, until: int
+) -> int:
+    """After the broker said ``position`` is out of its range: report the data loss, and
+    return where the read goes on (the earliest offset the broker still has, or ``until``
+    when none of [position, until) is left), the consumer assigned there."""
+    from confluent_kafka import TopicPartition
 
-    lost = error.code() == KafkaError.OFFSET_OUT_OF_RANGE
-    if lost and not config.fail_on_data_loss:
-        return
-    hint = " (data lost; set failOnDataLoss=false to go on)" if lost else ""
-    raise TiCDCSparkError(f"Kafka error at {topic}/{partition}@{position}: {error}{hint}")
+    low, high = consumer.get_watermark_offsets(
+        TopicPartition(topic, partition), timeout=config.poll_timeout_s
+    )
+    if position < low:
+        lost = f"records [{position}, {min(low, until)}) were deleted"
+    else:
+        lost = "the partition ends below it (re-created?)"
+    _report_data_loss(
+        config,
+        f"cannot fetch offset {position} of {topic}-{partition}: the broker has offsets "
+        f"[{low}, {high}), {lost}",
+    )
+    resume = max(int(low), position)
+    if resume >= until or resume >= high:
+        return until  # nothing of the range is left
+    consumer.unassign()
+    consumer.assign([TopicPartition(topic, partition, resume)])
+    return resume
 
 
 def _append(columns: dict[str, list[Any]], message: Any) -> None:
