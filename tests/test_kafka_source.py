@@ -275,3 +275,52 @@ def test_a_new_partition_missing_its_first_records_is_data_loss(mock_cluster) ->
     with pytest.raises(TiCDCSparkError, match=rf"added partition {topic}-0 starts at offset 2"):
         failing.partitions({}, end)
     assert [p.value[1:] for p in lenient.partitions({}, end)] == [(topic, 0, 2, 12)]
+
+
+@pytest.mark.kafka
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolation) -> None:
+    """Offsets 0-2 a committed transaction, 3 its marker, 4-5 an aborted one, 6 its marker:
+    a range ending on a marker never completed (the reader waited for an offset that is never
+    delivered, timed out, and the restarted query planned the same range again).  Spark
+    finishes a range by the consumer's position.  (The mock cluster does not filter aborted
+    records under read_committed; a broker would, which only leaves fewer records.)"""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from ticdc_spark.spark.kafka_source import _Config, _read_range
+
+    bootstrap = mock_cluster.bootstrap
+    topic = f"x-{uuid.uuid4().hex[:8]}"
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic})
+    producer.init_transactions(10)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, b"c%d" % i, partition=0)
+    producer.commit_transaction(10)
+    producer.begin_transaction()
+    for i in range(2):
+        producer.produce(topic, b"a%d" % i, partition=0)
+    producer.flush(10)
+    producer.abort_transaction(10)
+    probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 7)
+    probe.close()
+    config = _Config.parse(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "subscribe": topic,
+            "kafka.isolation.level": isolation,
+            "kafkaConsumer.pollTimeoutMs": "5000",
+        }
+    )
+    for since, until, expected in [
+        (0, 7, [0, 1, 2, 4, 5]),  # ends on the abort marker, at the end of the log
+        (6, 7, []),  # only that marker
+        (0, 4, [0, 1, 2]),  # ends on the commit marker, records after it
+        (3, 4, []),
+    ]:
+        offsets = _offsets(_read_range(config, topic, 0, since, until))
+        if isolation == "read_committed":
+            assert set(offsets) <= set(expected)
+        else:
+            assert offsets == expected

@@ -417,7 +417,11 @@ def _read_range(
     The consumer never resets its offset by itself (``auto.offset.reset`` is ``error``, as
     Spark's readers use ``none``): offsets the broker no longer has are data loss, which
     fails the query, or with ``failOnDataLoss=false`` is logged and skipped, the read going
-    on from the earliest offset left (Spark's KafkaDataConsumer)."""
+    on from the earliest offset left (Spark's KafkaDataConsumer).
+
+    A range is finished by the consumer's position, not by its last record: offsets that
+    are never delivered (transaction markers; aborted records under read_committed) may end
+    it, and the consumer moves past them (at the end of the log it says so with an EOF)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     consumer = Consumer(
@@ -436,6 +440,9 @@ def _read_range(
         while position < until:
             batch = consumer.consume(num_messages=min(BATCH_ROWS, until - position), timeout=1)
             if not batch:
+                position = max(position, min(_position(consumer, topic, partition), until))
+                if position >= until:
+                    break
                 if time.monotonic() > deadline:
                     raise TiCDCSparkError(
                         f"timed out reading {topic}/{partition} offsets {since}..{until} at "
@@ -447,6 +454,8 @@ def _read_range(
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
+                        # the end of the log: what lies below it was delivered or is invisible
+                        position = max(position, min(int(message.offset() or 0), until))
                         continue
                     if error.code() not in (
                         KafkaError._AUTO_OFFSET_RESET,
@@ -470,6 +479,14 @@ def _read_range(
         consumer.close()
     if columns["offset"]:
         yield record_batch(columns)
+
+
+def _position(consumer: Any, topic: str, partition: int) -> int:
+    """The consumer's position: past the records delivered and the invisible ones after
+    them (a negative number while it has none)."""
+    from confluent_kafka import TopicPartition
+
+    return int(consumer.position([TopicPartition(topic, partition)])[0].offset)
 
 
 def _recover(
