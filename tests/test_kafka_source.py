@@ -324,3 +324,31 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
             assert set(offsets) <= set(expected)
         else:
             assert offsets == expected
+
+
+@pytest.mark.kafka
+def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> None:
+    """assign: a partition that is gone was asked for its offsets regardless (stale or
+    failing answers); it is reported as gone like a subscribed one.  A batch read refuses
+    assigned partitions that do not exist."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from ticdc_spark.errors import TiCDCSparkError
+    from ticdc_spark.spark.kafka_source import KafkaDataSource
+
+    kept = _topic(kafka_broker, 1, 1)
+    doomed = _topic(kafka_broker, 1, 2)
+    assign = f'{{"{kept}": [0], "{doomed}": [0]}}'
+    reader = _stream_reader(kafka_broker, assign=assign, startingOffsets="earliest")
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    assert start == {kept: {"0": 1}, doomed: {"0": 2}}
+    _recreate(kafka_broker, doomed, 0, 0)
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {kept: {"0": 1}}
+    with pytest.raises(TiCDCSparkError, match=rf"{doomed}-0 are gone"):
+        reader.partitions(start, end)
+    source = KafkaDataSource(
+        {"kafka.bootstrap.servers": kafka_broker, "assign": f'{{"{kept}": [0, 7]}}'}
+    )
+    with pytest.raises(TiCDCSparkError, match=rf"do not exist: \['{kept}-7'\]"):
+        source.reader(source.schema()).partitions()

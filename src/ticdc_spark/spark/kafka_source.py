@@ -146,14 +146,21 @@ class _Metadata:
         self.consumer.close()
 
     def partitions(self) -> list[tuple[str, int]]:
-        if self.config.assign is not None:
-            return [(t, p) for t, ps in self.config.assign.items() for p in ps]
+        """The source's partitions that exist now (assigned ones too: one that is gone is
+        left out, for the planner to report)."""
         try:
             topics = self.consumer.list_topics(timeout=self.config.poll_timeout_s).topics
         except Exception as exc:
             raise TiCDCSparkError(
                 f"cannot list Kafka topics ({exc}); client config {redact(self.config.client)}"
             ) from None
+        if self.config.assign is not None:
+            return sorted(
+                (t, p)
+                for t, ps in self.config.assign.items()
+                for p in ps
+                if t in topics and p in topics[t].partitions
+            )
         if self.config.pattern is not None:
             names = [t for t in topics if re.fullmatch(self.config.pattern, t)]
         else:
@@ -165,9 +172,16 @@ class _Metadata:
 
         out = {}
         for topic, partition in partitions:
-            out[(topic, partition)] = self.consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=self.config.poll_timeout_s
-            )
+            try:
+                low, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=self.config.poll_timeout_s
+                )
+            except Exception as exc:
+                raise TiCDCSparkError(
+                    f"cannot get the offsets of {topic}-{partition} ({exc}); client config "
+                    f"{redact(self.config.client)}"
+                ) from None
+            out[(topic, partition)] = (int(low), int(high))
         return out
 
     def resolve(
@@ -224,7 +238,17 @@ class _BatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         metadata = _Metadata(self.config)
         try:
-            bounds = metadata.bounds(metadata.partitions())
+            parts = metadata.partitions()
+            if self.config.assign is not None:
+                missing = sorted(
+                    f"{t}-{p}"
+                    for t, ps in self.config.assign.items()
+                    for p in ps
+                    if (t, p) not in parts
+                )
+                if missing:
+                    raise TiCDCSparkError(f"assigned partitions do not exist: {missing}")
+            bounds = metadata.bounds(parts)
             start = metadata.resolve(
                 self.config.starting if self.config.starting != "latest" else "earliest",
                 EARLIEST,
