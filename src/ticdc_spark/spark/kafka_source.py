@@ -56,6 +56,77 @@ def register(spark: Any) -> None:
     spark.dataSource.register(KafkaDataSource)
 
 
+# Kafka client settings Spark's Kafka source refuses, with its reasons.
+_REFUSED_CLIENT_SETTINGS = {
+    "auto.offset.reset": "set the source option startingOffsets to earliest or latest "
+    "instead: the source tracks offsets itself, and a resuming query starts where it left off",
+    "key.deserializer": "keys are returned as bytes; deserialize them with DataFrame operations",
+    "value.deserializer": "values are returned as bytes; deserialize them with DataFrame "
+    "operations",
+    "enable.auto.commit": "the source keeps its offsets in the query's checkpoint",
+    "interceptor.classes": "interceptors could change the records",
+}
+# Options of Spark's Kafka source this one does not implement: refused, never ignored.
+_NOT_IMPLEMENTED = (
+    "startingTimestamp",
+    "startingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "endingTimestamp",
+    "endingOffsetsByTimestamp",
+    "minPartitions",
+    "maxRecordsPerPartition",
+)
+# Streaming-only options: Spark ignores them in batch queries with a warning, as here.
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+_STREAM_ONLY_NOT_IMPLEMENTED = ("minOffsetsPerTrigger", "maxTriggerDelay")
+
+
+def _check_options(lowered: Mapping[str, str], mode: str) -> None:
+    """Refuse what Spark's Kafka source refuses (with its reasons), and what this source
+    does not implement; ``mode`` is "batch", "stream" or "any" (no query yet)."""
+    for setting, reason in _REFUSED_CLIENT_SETTINGS.items():
+        if f"kafka.{setting}" in lowered:
+            raise ConfigError(f"Kafka option '{setting}' is not supported: {reason}")
+    for name in _NOT_IMPLEMENTED + (_STREAM_ONLY_NOT_IMPLEMENTED if mode != "batch" else ()):
+        if name.lower() in lowered:
+            raise ConfigError(f"the ticdc-kafka source does not implement option {name}")
+    if lowered.get("includeheaders", "true").strip().lower() != "true":
+        raise ConfigError(
+            "the ticdc-kafka source always has the headers column (includeHeaders=true); "
+            "includeHeaders=false is not implemented: drop the column instead"
+        )
+    if mode == "stream" and "endingoffsets" in lowered:
+        raise ConfigError("ending offset not valid in streaming queries")
+    if mode == "batch":
+        starting = lowered.get("startingoffsets", "earliest").strip()
+        if starting.lower() == "latest":
+            raise ConfigError("starting offset can't be latest for batch queries on Kafka")
+        for topic, partition, offset in _spec_items(starting):
+            if offset == LATEST:
+                raise ConfigError(
+                    f"startingOffsets for {topic}-{partition} can't be latest for batch "
+                    "queries on Kafka"
+                )
+        ending = lowered.get("endingoffsets", "latest").strip()
+        if ending.lower() == "earliest":
+            raise ConfigError("ending offset can't be earliest for batch queries on Kafka")
+        for topic, partition, offset in _spec_items(ending):
+            if offset == EARLIEST:
+                raise ConfigError(
+                    f"ending offset for {topic}-{partition} can't be earliest for batch "
+                    "queries on Kafka"
+                )
+        for name in _STREAM_ONLY:
+            if name.lower() in lowered:
+                log.warning("%s option ignored in batch queries", name)
+
+
+def _spec_items(spec: str) -> list[tuple[str, str, int]]:
+    if spec.lower() in ("earliest", "latest"):
+        return []
+    return [(t, p, o) for t, ps in _parse_spec(spec, LATEST).items() for p, o in ps.items()]
+
+
 @dataclass(frozen=True)
 class _Config:
     """The source's options, checked once on the driver."""
@@ -72,8 +143,9 @@ class _Config:
     initial_offsets_path: str | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> _Config:
+    def parse(cls, options: Mapping[str, str], mode: str = "any") -> _Config:
         lowered = {k.lower(): v for k, v in options.items()}
+        _check_options(lowered, mode)
         client = client_config({k: v for k, v in options.items() if k.startswith("kafka.")})
         if "bootstrap.servers" not in client:
             raise ConfigError("the ticdc-kafka source needs option kafka.bootstrap.servers")
@@ -88,7 +160,7 @@ class _Config:
             ),
             pattern=lowered.get("subscribepattern"),
             assign={t: [int(p) for p in ps] for t, ps in assign.items()} if assign else None,
-            starting=lowered.get("startingoffsets", "latest"),
+            starting=lowered.get("startingoffsets", "earliest" if mode == "batch" else "latest"),
             ending=lowered.get("endingoffsets", "latest"),
             max_offsets=int(lowered.get("maxoffsetspertrigger", "0") or 0),
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
@@ -108,10 +180,10 @@ class KafkaDataSource(DataSource):
         return spark_kafka_schema()
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return _BatchReader(_Config.parse(self.options))
+        return _BatchReader(_Config.parse(self.options, "batch"))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _StreamReader(_Config.parse(self.options))
+        return _StreamReader(_Config.parse(self.options, "stream"))
 
 
 def topic_partitions(options: Mapping[str, str]) -> list[tuple[str, int]]:
@@ -208,8 +280,9 @@ class _Metadata:
 
 
 def _parse_spec(spec: str, default: int) -> dict[str, dict[str, int]]:
-    if spec in ("earliest", "latest"):
-        return {"*": {"*": EARLIEST if spec == "earliest" else LATEST}}
+    keyword = spec.strip().lower()
+    if keyword in ("earliest", "latest"):
+        return {"*": {"*": EARLIEST if keyword == "earliest" else LATEST}}
     try:
         parsed = json.loads(spec)
         return {t: {str(p): int(o) for p, o in ps.items()} for t, ps in parsed.items()}
@@ -249,11 +322,7 @@ class _BatchReader(DataSourceReader):
                 if missing:
                     raise TiCDCSparkError(f"assigned partitions do not exist: {missing}")
             bounds = metadata.bounds(parts)
-            start = metadata.resolve(
-                self.config.starting if self.config.starting != "latest" else "earliest",
-                EARLIEST,
-                bounds,
-            )
+            start = metadata.resolve(self.config.starting, EARLIEST, bounds)
             end = metadata.resolve(self.config.ending, LATEST, bounds)
         finally:
             metadata.close()
