@@ -408,3 +408,36 @@ def test_stream_only_options_are_ignored_in_batch_as_spark_does(caplog) -> None:
     with caplog.at_level("WARNING"):
         source.reader(source.schema())
     assert "maxTriggerDelay option ignored in batch queries" in caplog.text
+
+
+@pytest.mark.kafka
+def test_specific_offsets_must_name_every_partition(kafka_broker: str) -> None:
+    """A startingOffsets JSON omitting a partition started it at earliest, an endingOffsets
+    one read it as empty; Spark refuses both, and a JSON naming a partition the source lacks."""
+    from ticdc_spark.errors import ConfigError
+    from ticdc_spark.spark.kafka_source import KafkaDataSource
+
+    topic = _topic(kafka_broker, 2, 4)
+    partial = f'{{"{topic}": {{"0": 1}}}}'
+    extra = f'{{"{topic}": {{"0": 1, "1": 1, "2": 0}}}}'
+    full = f'{{"{topic}": {{"0": 1, "1": -2}}}}'
+
+    def source(**options: str) -> KafkaDataSource:
+        return KafkaDataSource(
+            {"kafka.bootstrap.servers": kafka_broker, "subscribe": topic, **options}
+        )
+
+    for spec in (partial, extra):
+        with pytest.raises(ConfigError, match="must name every partition"):
+            _stream_reader(kafka_broker, subscribe=topic, startingOffsets=spec).initialOffset()
+        for options in ({"startingOffsets": spec}, {"endingOffsets": spec}):
+            batch = source(**options)
+            with pytest.raises(ConfigError, match="must name every partition"):
+                batch.reader(batch.schema()).partitions()
+    stream = _stream_reader(kafka_broker, subscribe=topic, startingOffsets=full)
+    assert stream.initialOffset() == {topic: {"0": 1, "1": 0}}
+    batch = source(startingOffsets=full)
+    assert [p.value[1:] for p in batch.reader(batch.schema()).partitions()] == [
+        (topic, 0, 1, 2),
+        (topic, 1, 0, 2),
+    ]

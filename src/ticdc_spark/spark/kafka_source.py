@@ -261,13 +261,24 @@ class _Metadata:
         spec: str,
         default: int,
         bounds: dict[tuple[str, int], tuple[int, int]] | None = None,
+        option: str = "startingOffsets",
     ) -> Offsets:
         """Offsets for "earliest", "latest" or a JSON spec (-2 earliest, -1 latest), of the
-        partitions of ``bounds`` (default: the source's partitions now)."""
+        partitions of ``bounds`` (default: the source's partitions now).  A JSON spec must
+        name exactly those partitions, as Spark requires."""
         if bounds is None:
             bounds = self.bounds(self.partitions())
         parts = sorted(bounds)
         wanted = _parse_spec(spec, default)
+        if "*" not in wanted:
+            named = sorted((t, int(p)) for t, ps in wanted.items() for p in ps)
+            if named != parts:
+                raise ConfigError(
+                    f"if {option} contains specific offsets, it must name every partition of "
+                    "the source (-1 for latest, -2 for earliest); named: "
+                    f"{[f'{t}-{p}' for t, p in named]}, the source's: "
+                    f"{[f'{t}-{p}' for t, p in parts]}"
+                )
         offsets: Offsets = {}
         for topic, partition in parts:
             low, high = bounds[(topic, partition)]
@@ -323,7 +334,7 @@ class _BatchReader(DataSourceReader):
                     raise TiCDCSparkError(f"assigned partitions do not exist: {missing}")
             bounds = metadata.bounds(parts)
             start = metadata.resolve(self.config.starting, EARLIEST, bounds)
-            end = metadata.resolve(self.config.ending, LATEST, bounds)
+            end = metadata.resolve(self.config.ending, LATEST, bounds, "endingOffsets")
         finally:
             metadata.close()
         return _ranges(start, end, self.config)
