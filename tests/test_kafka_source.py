@@ -441,3 +441,28 @@ def test_specific_offsets_must_name_every_partition(kafka_broker: str) -> None:
         (topic, 0, 1, 2),
         (topic, 1, 0, 2),
     ]
+
+
+def test_consumers_are_set_as_sparks() -> None:
+    """The group id was always a random ticdc-spark-<uuid>, ignoring kafka.group.id and
+    groupIdPrefix, and librdkafka's isolation.level default (read_committed) differs from
+    Spark's (read_uncommitted).  (No broker at hand filters aborted records, so this is
+    checked on the consumer settings.)"""
+    from ticdc_spark.spark.kafka_source import _Config
+
+    base = {"kafka.bootstrap.servers": "h:9", "subscribe": "t"}
+    stream = _Config.parse(base, "stream")
+    driver, executor = stream.consumer_config("driver"), stream.consumer_config("executor")
+    assert driver["isolation.level"] == executor["isolation.level"] == "read_uncommitted"
+    assert driver["group.id"] == f"spark-kafka-source-{stream.query_id}-driver"
+    assert executor["group.id"] == f"spark-kafka-source-{stream.query_id}-executor"
+    assert driver["enable.auto.commit"] is False
+    batch = _Config.parse(base, "batch")
+    assert batch.consumer_config("driver")["group.id"].startswith("spark-kafka-relation-")
+    prefixed = _Config.parse({**base, "groupIdPrefix": "mine"}, "stream")
+    assert prefixed.consumer_config("executor")["group.id"].startswith("mine-")
+    chosen = _Config.parse(
+        {**base, "kafka.group.id": "g1", "kafka.isolation.level": "read_committed"}, "stream"
+    )
+    assert chosen.consumer_config("driver")["group.id"] == "g1"
+    assert chosen.consumer_config("executor")["isolation.level"] == "read_committed"

@@ -141,6 +141,18 @@ class _Config:
     fail_on_data_loss: bool
     poll_timeout_s: float
     initial_offsets_path: str | None = None
+    group_prefix: str = "spark-kafka-source"
+    query_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    def consumer_config(self, role: str) -> dict[str, Any]:
+        """librdkafka settings of the ``role`` ("driver" or "executor") consumers, as Spark
+        sets its consumers': the user's ``kafka.group.id`` as given, else
+        ``groupIdPrefix-<query uuid>-<role>``; ``isolation.level`` read_uncommitted unless
+        set (librdkafka's default is read_committed); no offset commits."""
+        settings = {**self.client, "enable.auto.commit": False}
+        settings.setdefault("group.id", f"{self.group_prefix}-{self.query_id}-{role}")
+        settings.setdefault("isolation.level", "read_uncommitted")
+        return settings
 
     @classmethod
     def parse(cls, options: Mapping[str, str], mode: str = "any") -> _Config:
@@ -166,6 +178,8 @@ class _Config:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "60000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
+            group_prefix=lowered.get("groupidprefix")
+            or ("spark-kafka-relation" if mode == "batch" else "spark-kafka-source"),
         )
 
 
@@ -206,13 +220,7 @@ class _Metadata:
         from confluent_kafka import Consumer
 
         self.config = config
-        self.consumer = Consumer(
-            {
-                **config.client,
-                "group.id": f"ticdc-spark-{uuid.uuid4()}",
-                "enable.auto.commit": False,
-            }
-        )
+        self.consumer = Consumer(config.consumer_config("driver"))
 
     def close(self) -> None:
         self.consumer.close()
@@ -530,9 +538,7 @@ def _read_range(
 
     consumer = Consumer(
         {
-            **config.client,
-            "group.id": f"ticdc-spark-{uuid.uuid4()}",
-            "enable.auto.commit": False,
+            **config.consumer_config("executor"),
             "enable.partition.eof": True,
             "auto.offset.reset": "error",
         }
