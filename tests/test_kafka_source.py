@@ -466,3 +466,17 @@ def test_consumers_are_set_as_sparks() -> None:
     )
     assert chosen.consumer_config("driver")["group.id"] == "g1"
     assert chosen.consumer_config("executor")["isolation.level"] == "read_committed"
+
+
+@pytest.mark.kafka
+def test_subscribe_pattern_searches_topic_names(kafka_broker: str) -> None:
+    """subscribePattern had to match a whole topic name; Spark 4 searches the name
+    (Regex.findFirstIn over the listed topics)."""
+    from ticdc_spark.spark.kafka_source import topic_partitions
+
+    topic = _topic(kafka_broker, 2, 0)
+    middle = topic[2:8]  # "s-" + 8 hex digits: a piece inside the name
+    options = {"kafka.bootstrap.servers": kafka_broker, "subscribePattern": middle}
+    assert topic_partitions(options) == [(topic, 0), (topic, 1)]
+    anchored = {**options, "subscribePattern": f"^{middle}"}
+    assert topic_partitions(anchored) == []

@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as text, JSON keys) -> offset
 EARLIEST, LATEST = -2, -1
+_INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
 BATCH_ROWS = 10_000
 
 
@@ -242,7 +243,10 @@ class _Metadata:
                 if t in topics and p in topics[t].partitions
             )
         if self.config.pattern is not None:
-            names = [t for t in topics if re.fullmatch(self.config.pattern, t)]
+            # Spark 4 searches each topic's name (Regex.findFirstIn) among the topics the
+            # admin client lists, which leaves Kafka's internal topics out
+            pattern = re.compile(self.config.pattern)
+            names = [t for t in topics if t not in _INTERNAL_TOPICS and pattern.search(t)]
         else:
             names = [t for t in self.config.subscribe if t in topics]
         return sorted((t, p) for t in names for p in topics[t].partitions)
