@@ -480,3 +480,44 @@ def test_subscribe_pattern_searches_topic_names(kafka_broker: str) -> None:
     assert topic_partitions(options) == [(topic, 0), (topic, 1)]
     anchored = {**options, "subscribePattern": f"^{middle}"}
     assert topic_partitions(anchored) == []
+
+
+@pytest.mark.kafka
+def test_offset_fetches_are_retried_as_fetch_offset_options_say(kafka_broker: str) -> None:
+    """fetchOffset.numRetries / fetchOffset.retryIntervalMs were ignored (one failed call
+    failed the query); Spark retries its offset fetches."""
+    from ticdc_spark.errors import TiCDCSparkError
+    from ticdc_spark.spark.kafka_source import _Config, _Metadata
+
+    topic = _topic(kafka_broker, 1, 3)
+
+    class Flaky:
+        """The real consumer, whose first ``failures`` calls of each method fail."""
+
+        def __init__(self, consumer, failures: int) -> None:  # type: ignore[no-untyped-def]
+            self.consumer, self.failures, self.calls = consumer, failures, 0
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            method = getattr(self.consumer, name)
+
+            def call(*args, **kwargs):  # type: ignore[no-untyped-def]
+                self.calls += 1
+                if name != "close" and self.calls <= self.failures:
+                    raise RuntimeError("transient")
+                return method(*args, **kwargs)
+
+            return call
+
+    def metadata(failures: int, **options: str) -> _Metadata:
+        config = _Config.parse(
+            {"kafka.bootstrap.servers": kafka_broker, "subscribe": topic, **options}
+        )
+        meta = _Metadata(config)
+        meta.consumer = Flaky(meta.consumer, failures)
+        return meta
+
+    quick = {"fetchOffset.retryIntervalMs": "10"}
+    assert metadata(2, **quick).partitions() == [(topic, 0)]
+    assert metadata(1, **quick).bounds([(topic, 0)]) == {(topic, 0): (0, 3)}
+    with pytest.raises(TiCDCSparkError, match="transient"):
+        metadata(1, **quick, **{"fetchOffset.numRetries": "1"}).partitions()

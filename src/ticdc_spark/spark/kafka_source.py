@@ -22,9 +22,9 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -47,6 +47,7 @@ __all__ = ["KafkaDataSource", "register"]
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as text, JSON keys) -> offset
 EARLIEST, LATEST = -2, -1
 _INTERNAL_TOPICS = frozenset(("__consumer_offsets", "__transaction_state"))
@@ -143,6 +144,8 @@ class _Config:
     poll_timeout_s: float
     initial_offsets_path: str | None = None
     group_prefix: str = "spark-kafka-source"
+    fetch_attempts: int = 3
+    fetch_interval_s: float = 1.0
     query_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def consumer_config(self, role: str) -> dict[str, Any]:
@@ -179,6 +182,8 @@ class _Config:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "60000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
+            fetch_attempts=max(1, int(lowered.get("fetchoffset.numretries", "3"))),
+            fetch_interval_s=int(lowered.get("fetchoffset.retryintervalms", "1000")) / 1000,
             group_prefix=lowered.get("groupidprefix")
             or ("spark-kafka-relation" if mode == "batch" else "spark-kafka-source"),
         )
@@ -226,11 +231,27 @@ class _Metadata:
     def close(self) -> None:
         self.consumer.close()
 
+    def _retrying(self, fetch: Callable[[], T]) -> T:
+        """``fetch``, tried up to fetchOffset.numRetries times fetchOffset.retryIntervalMs
+        apart, as Spark's offset reader retries its admin calls."""
+        attempt = 1
+        while True:
+            try:
+                return fetch()
+            except Exception as exc:
+                if attempt >= self.config.fetch_attempts:
+                    raise
+                log.warning("attempt %d of fetching Kafka offsets failed: %s", attempt, exc)
+                attempt += 1
+                time.sleep(self.config.fetch_interval_s)
+
     def partitions(self) -> list[tuple[str, int]]:
         """The source's partitions that exist now (assigned ones too: one that is gone is
         left out, for the planner to report)."""
         try:
-            topics = self.consumer.list_topics(timeout=self.config.poll_timeout_s).topics
+            topics = self._retrying(
+                lambda: self.consumer.list_topics(timeout=self.config.poll_timeout_s).topics
+            )
         except Exception as exc:
             raise TiCDCSparkError(
                 f"cannot list Kafka topics ({exc}); client config {redact(self.config.client)}"
@@ -256,9 +277,12 @@ class _Metadata:
 
         out = {}
         for topic, partition in partitions:
+            part = TopicPartition(topic, partition)
             try:
-                low, high = self.consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=self.config.poll_timeout_s
+                low, high = self._retrying(
+                    lambda part=part: self.consumer.get_watermark_offsets(  # type: ignore[misc]
+                        part, timeout=self.config.poll_timeout_s
+                    )
                 )
             except Exception as exc:
                 raise TiCDCSparkError(
