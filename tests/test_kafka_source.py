@@ -521,3 +521,12 @@ def test_offset_fetches_are_retried_as_fetch_offset_options_say(kafka_broker: st
     assert metadata(1, **quick).bounds([(topic, 0)]) == {(topic, 0): (0, 3)}
     with pytest.raises(TiCDCSparkError, match="transient"):
         metadata(1, **quick, **{"fetchOffset.numRetries": "1"}).partitions()
+
+
+def test_poll_timeout_defaults_to_sparks() -> None:
+    """Spark's kafkaConsumer.pollTimeoutMs falls back to spark.network.timeout (120 s)."""
+    from ticdc_spark.spark.kafka_source import _Config
+
+    base = {"kafka.bootstrap.servers": "h:9", "subscribe": "t"}
+    assert _Config.parse(base).poll_timeout_s == 120
+    assert _Config.parse({**base, "kafkaConsumer.pollTimeoutMs": "500"}).poll_timeout_s == 0.5

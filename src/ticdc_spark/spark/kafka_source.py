@@ -180,7 +180,7 @@ class _Config:
             ending=lowered.get("endingoffsets", "latest"),
             max_offsets=int(lowered.get("maxoffsetspertrigger", "0") or 0),
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
-            poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "60000")) / 1000,
+            poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "120000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
             fetch_attempts=max(1, int(lowered.get("fetchoffset.numretries", "3"))),
             fetch_interval_s=int(lowered.get("fetchoffset.retryintervalms", "1000")) / 1000,
