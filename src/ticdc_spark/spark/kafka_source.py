@@ -5,13 +5,14 @@
         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", 100000)
         .load()
 
-Columns and options are those of Spark's built-in Kafka source (``subscribe``,
-``subscribePattern``, ``assign``, ``startingOffsets``, ``endingOffsets``,
-``maxOffsetsPerTrigger``, ``failOnDataLoss``, ``kafka.*``), so on a cluster that has the
-built-in source, ``format("kafka")`` can take its place.  Built here because Spark's own
-connector jar is not always available (Python-only environments); offsets are plain dicts
-``{topic: {partition: offset}}`` that Spark keeps in the query's checkpoint.  One Spark
-partition reads one Kafka partition's offset range, yielding Arrow batches.
+Columns and options are those of Spark's built-in Kafka source, so on a cluster that has the
+built-in source, ``format("kafka")`` can take its place: what Spark refuses is refused with
+its reason, what is not implemented here is refused too, never ignored (docs/kafka-source.md
+has the table of every option).  Built here because Spark's own connector jar is not always
+available (Python-only environments); offsets are plain dicts ``{topic: {partition:
+offset}}`` that Spark keeps in the query's checkpoint.  One Spark partition reads one Kafka
+partition's offset range, yielding Arrow batches.  Data loss (partitions gone, offsets gone
+backwards, deleted records) is reported as Spark reports it: ``failOnDataLoss``.
 """
 
 from __future__ import annotations
