@@ -13,6 +13,7 @@ import pytest
 
 from kafka_broker import ONE_RECORD_PER_REQUEST
 from ticdc_spark.codec import Message
+from ticdc_spark.errors import ConfigError
 from ticdc_spark.io.kafka import KafkaProducerSink
 
 
@@ -375,8 +376,6 @@ def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> 
         ("batch", {"startingOffsetsByTimestamp": "{}"}, "startingOffsetsByTimestamp"),
         ("batch", {"endingOffsetsByTimestamp": "{}"}, "endingOffsetsByTimestamp"),
         ("batch", {"endingTimestamp": "1000"}, "does not implement option endingTimestamp"),
-        ("batch", {"minPartitions": "4"}, "does not implement option minPartitions"),
-        ("batch", {"maxRecordsPerPartition": "4"}, "maxRecordsPerPartition"),
         ("stream", {"minOffsetsPerTrigger": "4"}, "does not implement option minOffsetsPerT"),
         ("stream", {"maxTriggerDelay": "1m"}, "does not implement option maxTriggerDelay"),
         ("stream", {"includeHeaders": "false"}, "includeHeaders=false is not implemented"),
@@ -530,3 +529,161 @@ def test_poll_timeout_defaults_to_sparks() -> None:
     base = {"kafka.bootstrap.servers": "h:9", "subscribe": "t"}
     assert _Config.parse(base).poll_timeout_s == 120
     assert _Config.parse({**base, "kafkaConsumer.pollTimeoutMs": "500"}).poll_timeout_s == 0.5
+
+
+_T1, _T2, _T3 = ("t1", 1), ("t2", 1), ("t3", 1)
+
+
+def _r(tp: tuple[str, int], since: int, until: int) -> tuple[str, int, int, int]:
+    return (*tp, since, until)
+
+
+# Spark's KafkaOffsetRangeCalculatorSuite (connector/kafka-0-10-sql/src/test/scala/org/
+# apache/spark/sql/kafka010/KafkaOffsetRangeCalculatorSuite.scala): its inputs and expected
+# ranges, as (minPartitions, maxRecordsPerPartition, ranges, expected).
+_CALCULATOR_CASES = [
+    (None, None, [_r(_T1, 1, 2), _r(_T2, 1, 1)], [_r(_T1, 1, 2)]),
+    (
+        3,
+        None,
+        [_r(_T1, 1, 2), _r(_T2, 1, 2), _r(_T3, 1, 2)],
+        [_r(_T1, 1, 2), _r(_T2, 1, 2), _r(_T3, 1, 2)],
+    ),
+    (4, None, [_r(_T1, 1, 5)], [_r(_T1, 1, 2), _r(_T1, 2, 3), _r(_T1, 3, 4), _r(_T1, 4, 5)]),
+    (
+        4,
+        None,
+        [_r(_T1, 1, 5), _r(_T2, 1, 21)],
+        [_r(_T1, 1, 5), _r(_T2, 1, 7), _r(_T2, 7, 14), _r(_T2, 14, 21)],
+    ),
+    (
+        4,
+        None,
+        [_r(_T1, 1, 1), _r(_T2, 1, 21)],
+        [_r(_T2, 1, 6), _r(_T2, 6, 11), _r(_T2, 11, 16), _r(_T2, 16, 21)],
+    ),
+    (
+        4,
+        None,
+        [_r(_T1, 1, 2), _r(_T2, 1, 1001)],
+        [_r(_T1, 1, 2), _r(_T2, 1, 334), _r(_T2, 334, 667), _r(_T2, 667, 1001)],
+    ),
+    (1, None, [_r(_T1, 1, 5), _r(_T2, 1, 21)], [_r(_T1, 1, 5), _r(_T2, 1, 21)]),
+    (3, None, [_r(_T1, 1, 11)], [_r(_T1, 1, 4), _r(_T1, 4, 7), _r(_T1, 7, 11)]),
+    (
+        4,
+        None,
+        [_r(_T1, 1, 5), _r(_T2, 1, 21), _r(_T3, 1, 1)],
+        [_r(_T1, 1, 5), _r(_T2, 1, 7), _r(_T2, 7, 14), _r(_T2, 14, 21)],
+    ),
+    (
+        6,
+        None,
+        [_r(_T1, 0, 10), _r(_T2, 0, 10), _r(_T3, 0, 1)],
+        [
+            _r(_T1, 0, 3),
+            _r(_T1, 3, 6),
+            _r(_T1, 6, 10),
+            _r(_T2, 0, 3),
+            _r(_T2, 3, 6),
+            _r(_T2, 6, 10),
+            _r(_T3, 0, 1),
+        ],
+    ),
+    (
+        9,
+        None,
+        [_r(_T1, 0, 10000), _r(_T2, 0, 15000), _r(_T3, 0, 20000)],
+        [
+            _r(_T1, 0, 5000),
+            _r(_T1, 5000, 10000),
+            _r(_T2, 0, 5000),
+            _r(_T2, 5000, 10000),
+            _r(_T2, 10000, 15000),
+            _r(_T3, 0, 5000),
+            _r(_T3, 5000, 10000),
+            _r(_T3, 10000, 15000),
+            _r(_T3, 15000, 20000),
+        ],
+    ),
+    (
+        6,
+        None,
+        [_r(_T1, 0, 500), _r(_T2, 0, 12000), _r(_T3, 0, 15001)],
+        [
+            _r(_T1, 0, 500),
+            _r(_T2, 0, 6000),
+            _r(_T2, 6000, 12000),
+            _r(_T3, 0, 5000),
+            _r(_T3, 5000, 10000),
+            _r(_T3, 10000, 15001),
+        ],
+    ),
+    (
+        6,
+        None,
+        [_r(_T1, 0, 1), _r(_T2, 0, 1), _r(_T3, 0, 10000)],
+        [
+            _r(_T1, 0, 1),
+            _r(_T2, 0, 1),
+            _r(_T3, 0, 2500),
+            _r(_T3, 2500, 5000),
+            _r(_T3, 5000, 7500),
+            _r(_T3, 7500, 10000),
+        ],
+    ),
+    (None, 4, [_r(_T1, 1, 5)], [_r(_T1, 1, 5)]),
+    (None, 4, [_r(_T1, 1, 2)], [_r(_T1, 1, 2)]),
+    (None, 4, [_r(_T1, 1, 6)], [_r(_T1, 1, 3), _r(_T1, 3, 6)]),
+    (
+        None,
+        20,
+        [_r(_T1, 1, 40), _r(_T2, 1, 50), _r(_T3, 1, 60)],
+        [
+            _r(_T1, 1, 20),
+            _r(_T1, 20, 40),
+            _r(_T2, 1, 17),
+            _r(_T2, 17, 33),
+            _r(_T2, 33, 50),
+            _r(_T3, 1, 20),
+            _r(_T3, 20, 40),
+            _r(_T3, 40, 60),
+        ],
+    ),
+    (1, 20, [_r(_T1, 1, 40)], [_r(_T1, 1, 20), _r(_T1, 20, 40)]),
+    (4, 20, [_r(_T1, 1, 40)], [_r(_T1, 1, 10), _r(_T1, 10, 20), _r(_T1, 20, 30), _r(_T1, 30, 40)]),
+]
+
+
+@pytest.mark.parametrize(("minimum", "maximum", "ranges", "expected"), _CALCULATOR_CASES)
+def test_ranges_split_as_sparks_calculator(minimum, maximum, ranges, expected) -> None:
+    from ticdc_spark.spark.kafka_source import split_ranges
+
+    assert split_ranges(ranges, minimum, maximum) == expected
+
+
+@pytest.mark.kafka
+def test_min_partitions_and_max_records_split_the_read(kafka_broker: str) -> None:
+    """minPartitions and maxRecordsPerPartition were ignored (one task per Kafka partition
+    whatever they said); the planned ranges now follow them, and the split read returns
+    every record once."""
+    from ticdc_spark.spark.kafka_source import KafkaDataSource, _read_partition
+
+    topic = _topic(kafka_broker, 2, 20)
+    for options, count in (({"minPartitions": "5"}, 6), ({"maxRecordsPerPartition": "3"}, 8)):
+        source = KafkaDataSource(
+            {"kafka.bootstrap.servers": kafka_broker, "subscribe": topic, **options}
+        )
+        planned = source.reader(source.schema()).partitions()
+        assert len(planned) == count
+        offsets = sorted(
+            (batch.column("partition")[i].as_py(), batch.column("offset")[i].as_py())
+            for p in planned
+            for batch in _read_partition(p)
+            for i in range(batch.num_rows)
+        )
+        assert offsets == [(p, o) for p in range(2) for o in range(10)]
+    with pytest.raises(ConfigError, match="minPartitions must be a positive integer"):
+        KafkaDataSource(
+            {"kafka.bootstrap.servers": kafka_broker, "subscribe": topic, "minPartitions": "0"}
+        ).reader(None)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -76,8 +77,6 @@ _NOT_IMPLEMENTED = (
     "startingOffsetsByTimestampStrategy",
     "endingTimestamp",
     "endingOffsetsByTimestamp",
-    "minPartitions",
-    "maxRecordsPerPartition",
 )
 # Streaming-only options: Spark ignores them in batch queries with a warning, as here.
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
@@ -124,6 +123,19 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
                 log.warning("%s option ignored in batch queries", name)
 
 
+def _positive(lowered: Mapping[str, str], name: str) -> int | None:
+    text = lowered.get(name.lower())
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, not {text!r}")
+    return value
+
+
 def _spec_items(spec: str) -> list[tuple[str, str, int]]:
     if spec.lower() in ("earliest", "latest"):
         return []
@@ -145,6 +157,8 @@ class _Config:
     poll_timeout_s: float
     initial_offsets_path: str | None = None
     group_prefix: str = "spark-kafka-source"
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
     fetch_attempts: int = 3
     fetch_interval_s: float = 1.0
     query_id: str = field(default_factory=lambda: str(uuid.uuid4()))
@@ -183,6 +197,8 @@ class _Config:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "120000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
+            min_partitions=_positive(lowered, "minPartitions"),
+            max_records_per_partition=_positive(lowered, "maxRecordsPerPartition"),
             fetch_attempts=max(1, int(lowered.get("fetchoffset.numretries", "3"))),
             fetch_interval_s=int(lowered.get("fetchoffset.retryintervalms", "1000")) / 1000,
             group_prefix=lowered.get("groupidprefix")
@@ -339,13 +355,58 @@ def _parse_spec(spec: str, default: int) -> dict[str, dict[str, int]]:
 
 
 def _ranges(start: Offsets, end: Offsets, config: _Config) -> list[InputPartition]:
+    """One InputPartition per range to read, split by minPartitions/maxRecordsPerPartition."""
+    ranges = [
+        (topic, int(partition), start[topic][partition], until)
+        for topic, partitions in sorted(end.items())
+        for partition, until in sorted(partitions.items(), key=lambda p: int(p[0]))
+    ]
+    return [
+        InputPartition((config, *piece))
+        for piece in split_ranges(ranges, config.min_partitions, config.max_records_per_partition)
+    ]
+
+
+Range = tuple[str, int, int, int]  # topic, partition, from offset, until offset
+
+
+def split_ranges(
+    ranges: list[Range], min_partitions: int | None, max_records: int | None
+) -> list[Range]:
+    """Spark's KafkaOffsetRangeCalculator: empty ranges dropped; ranges over
+    ``maxRecordsPerPartition`` offsets cut into near-equal pieces of at most that many; then,
+    with fewer pieces than ``minPartitions``, the large ranges cut in proportion to their
+    size (a range whose share rounds to one part is kept whole, out of the proportion)."""
+    ranges = [r for r in ranges if r[3] > r[2]]
+    if max_records:
+        ranges = [p for r in ranges for p in _pieces(r, -(-(r[3] - r[2]) // max_records))]
+    if not min_partitions or len(ranges) >= min_partitions:
+        return ranges
+    total = sum(r[3] - r[2] for r in ranges)
+    whole = [r for r in ranges if _part_count(r[3] - r[2], total, min_partitions) == 1]
+    split_total = total - sum(r[3] - r[2] for r in whole)
+    split_among = max(min_partitions - len(whole), 1)
     out = []
-    for topic, partitions in sorted(end.items()):
-        for partition, until in sorted(partitions.items(), key=lambda p: int(p[0])):
-            since = start[topic][partition]
-            if until > since:
-                out.append(InputPartition((config, topic, int(partition), since, until)))
+    for r in ranges:
+        count = 1 if r in whole else _part_count(r[3] - r[2], split_total, split_among)
+        out += _pieces(r, count)
     return out
+
+
+def _part_count(size: int, total: int, among: int) -> int:
+    return max(math.floor(size / total * among + 0.5), 1)  # Scala's math.round: half up
+
+
+def _pieces(range_: Range, parts: int) -> list[Range]:
+    """``range_`` cut into ``parts`` near-equal pieces, the last taking the rounding."""
+    topic, partition, begin, until = range_
+    out, remaining = [], until - begin
+    for part in range(parts):
+        size = remaining // (parts - part)
+        remaining -= size
+        out.append((topic, partition, begin, begin + size))
+        begin += size
+    return [piece for piece in out if piece[3] > piece[2]]
 
 
 # --------------------------------------------------------------------------------------------
