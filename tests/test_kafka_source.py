@@ -376,8 +376,6 @@ def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> 
         ("batch", {"startingOffsetsByTimestamp": "{}"}, "startingOffsetsByTimestamp"),
         ("batch", {"endingOffsetsByTimestamp": "{}"}, "endingOffsetsByTimestamp"),
         ("batch", {"endingTimestamp": "1000"}, "does not implement option endingTimestamp"),
-        ("stream", {"minOffsetsPerTrigger": "4"}, "does not implement option minOffsetsPerT"),
-        ("stream", {"maxTriggerDelay": "1m"}, "does not implement option maxTriggerDelay"),
         ("stream", {"includeHeaders": "false"}, "includeHeaders=false is not implemented"),
     ],
 )
@@ -687,3 +685,51 @@ def test_min_partitions_and_max_records_split_the_read(kafka_broker: str) -> Non
         KafkaDataSource(
             {"kafka.bootstrap.servers": kafka_broker, "subscribe": topic, "minPartitions": "0"}
         ).reader(None)
+
+
+@pytest.mark.kafka
+def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(kafka_broker: str) -> None:
+    """minOffsetsPerTrigger and maxTriggerDelay were ignored (then refused): a batch now
+    waits for that many records, or until the delay has passed since the last batch, as
+    Spark's KafkaMicroBatchStream.delayBatch; maxOffsetsPerTrigger still caps it and
+    Trigger.AvailableNow (ReadAllAvailable) reads everything."""
+    import time
+
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    topic = _topic(kafka_broker, 1, 3)
+    reader = _stream_reader(
+        kafka_broker,
+        subscribe=topic,
+        startingOffsets="earliest",
+        minOffsetsPerTrigger="5",
+        maxTriggerDelay="2s",
+    )
+    limit = reader.getDefaultReadLimit()
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, limit) == {topic: {"0": 3}}  # the first batch goes
+    start = {topic: {"0": 3}}
+    _produce(kafka_broker, topic, [b"a", b"b"])
+    assert reader.latestOffset(start, limit) == start  # 2 < 5 waiting: no batch
+    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 5}}
+    _produce(kafka_broker, topic, [b"c", b"d", b"e"])
+    assert reader.latestOffset(start, limit) == {topic: {"0": 8}}  # 5 waiting
+    start = {topic: {"0": 8}}
+    _produce(kafka_broker, topic, [b"f"])
+    assert reader.latestOffset(start, limit) == start
+    time.sleep(2.1)
+    assert reader.latestOffset(start, limit) == {topic: {"0": 9}}  # the delay passed
+    capped = _stream_reader(
+        kafka_broker,
+        subscribe=topic,
+        startingOffsets="earliest",
+        minOffsetsPerTrigger="2",
+        maxOffsetsPerTrigger="4",
+    )
+    assert capped.latestOffset({topic: {"0": 0}}, capped.getDefaultReadLimit()) == {topic: {"0": 4}}
+    reader.prepareForTriggerAvailableNow()  # must finish: no waiting for more records
+    assert reader.latestOffset({topic: {"0": 8}}, limit) == {topic: {"0": 9}}
+    with pytest.raises(ConfigError, match=r"minOffsetPerTrigger\(5\) is higher"):
+        _stream_reader(
+            kafka_broker, subscribe=topic, minOffsetsPerTrigger="5", maxOffsetsPerTrigger="4"
+        )

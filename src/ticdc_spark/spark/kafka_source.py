@@ -38,6 +38,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
@@ -80,7 +81,6 @@ _NOT_IMPLEMENTED = (
 )
 # Streaming-only options: Spark ignores them in batch queries with a warning, as here.
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
-_STREAM_ONLY_NOT_IMPLEMENTED = ("minOffsetsPerTrigger", "maxTriggerDelay")
 
 
 def _check_options(lowered: Mapping[str, str], mode: str) -> None:
@@ -89,7 +89,7 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
     for setting, reason in _REFUSED_CLIENT_SETTINGS.items():
         if f"kafka.{setting}" in lowered:
             raise ConfigError(f"Kafka option '{setting}' is not supported: {reason}")
-    for name in _NOT_IMPLEMENTED + (_STREAM_ONLY_NOT_IMPLEMENTED if mode != "batch" else ()):
+    for name in _NOT_IMPLEMENTED:
         if name.lower() in lowered:
             raise ConfigError(f"the ticdc-kafka source does not implement option {name}")
     if lowered.get("includeheaders", "true").strip().lower() != "true":
@@ -97,6 +97,13 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
             "the ticdc-kafka source always has the headers column (includeHeaders=true); "
             "includeHeaders=false is not implemented: drop the column instead"
         )
+    if "minoffsetspertrigger" in lowered and "maxoffsetspertrigger" in lowered:
+        least, most = lowered["minoffsetspertrigger"], lowered["maxoffsetspertrigger"]
+        if least.strip().isdigit() and most.strip().isdigit() and int(least) > int(most):
+            raise ConfigError(
+                f"The value of minOffsetPerTrigger({least}) is higher than the "
+                f"maxOffsetsPerTrigger({most})."
+            )
     if mode == "stream" and "endingoffsets" in lowered:
         raise ConfigError("ending offset not valid in streaming queries")
     if mode == "batch":
@@ -136,6 +143,18 @@ def _positive(lowered: Mapping[str, str], name: str) -> int | None:
     return value
 
 
+_DURATION = re.compile(r"\s*(\d+)\s*(us|ms|s|m|min|h|d)?\s*", re.IGNORECASE)
+_UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def _duration_s(text: str) -> float:
+    """Seconds of a Spark time string (``15m``, ``30s``, ``500ms``; a bare number: ms)."""
+    found = _DURATION.fullmatch(text)
+    if found is None:
+        raise ConfigError(f"maxTriggerDelay must be a duration such as 15m or 30s, not {text!r}")
+    return int(found.group(1)) * _UNIT_S[(found.group(2) or "ms").lower()]
+
+
 def _spec_items(spec: str) -> list[tuple[str, str, int]]:
     if spec.lower() in ("earliest", "latest"):
         return []
@@ -157,6 +176,8 @@ class _Config:
     poll_timeout_s: float
     initial_offsets_path: str | None = None
     group_prefix: str = "spark-kafka-source"
+    min_offsets: int | None = None
+    max_trigger_delay_s: float = 900.0
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
     fetch_attempts: int = 3
@@ -197,6 +218,8 @@ class _Config:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "120000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
+            min_offsets=_positive(lowered, "minOffsetsPerTrigger"),
+            max_trigger_delay_s=_duration_s(lowered.get("maxtriggerdelay", "15m")),
             min_partitions=_positive(lowered, "minPartitions"),
             max_records_per_partition=_positive(lowered, "maxRecordsPerPartition"),
             fetch_attempts=max(1, int(lowered.get("fetchoffset.numretries", "3"))),
@@ -446,6 +469,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = config
         self.target: Offsets | None = None
         self.initial: Offsets | None = None
+        self.last_trigger = 0.0  # when the last batch was let through (minOffsetsPerTrigger)
 
     def initialOffset(self) -> Offsets:
         """The offsets of ``startingOffsets`` resolved once, as Spark's Kafka source fixes
@@ -465,19 +489,47 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {topic: dict(partitions) for topic, partitions in self.initial.items()}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # PySpark has no composite limit: with both options, latestOffset applies
+        # minOffsetsPerTrigger from the configuration
         if self.config.max_offsets > 0:
             return ReadMaxRows(self.config.max_offsets)
+        if self.config.min_offsets:
+            return ReadMinRows(self.config.min_offsets)
         return ReadAllAvailable()
 
     def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
         """The broker's end offsets as they are, lower than ``start`` if a topic was
         re-created, without the partitions that are gone (:meth:`partitions` reports both,
-        as Spark does)."""
+        as Spark does).  Unless all available is asked for (Trigger.AvailableNow):
+        ``start`` again (no batch) while fewer than minOffsetsPerTrigger records wait and
+        maxTriggerDelay has not passed since the last batch (not under AvailableNow), and
+        at most
+        maxOffsetsPerTrigger records, as Spark's KafkaMicroBatchStream."""
         latest = self.target or self._latest()
         end = {t: dict(ps) for t, ps in latest.items()}
-        if isinstance(limit, ReadMaxRows):
-            end = _limit(_with_new_partitions(start, end, self.config), end, limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):
+            return end
+        if self.config.min_offsets and self.target is None and self._delay(start, end):
+            # (not under Trigger.AvailableNow, which must finish: PySpark's ReadMinRows note)
+            return {t: dict(ps) for t, ps in start.items()}
+        most = limit.max_rows if isinstance(limit, ReadMaxRows) else self.config.max_offsets
+        if most > 0:
+            end = _limit(_with_new_partitions(start, end, self.config), end, most)
         return end
+
+    def _delay(self, start: Offsets, end: Offsets) -> bool:
+        """Whether to wait for more records (Spark's delayBatch)."""
+        now = time.time()
+        if now - self.last_trigger >= self.config.max_trigger_delay_s:
+            self.last_trigger = now
+            return False
+        waiting = sum(
+            o - start.get(t, {}).get(p, 0) for t, ps in end.items() for p, o in ps.items()
+        )
+        if waiting < (self.config.min_offsets or 0):
+            return True
+        self.last_trigger = now
+        return False
 
     def _latest(self) -> Offsets:
         metadata = _Metadata(self.config)
