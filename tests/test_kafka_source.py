@@ -376,7 +376,7 @@ def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> 
         ("batch", {"startingOffsetsByTimestamp": "{}"}, "startingOffsetsByTimestamp"),
         ("batch", {"endingOffsetsByTimestamp": "{}"}, "endingOffsetsByTimestamp"),
         ("batch", {"endingTimestamp": "1000"}, "does not implement option endingTimestamp"),
-        ("stream", {"includeHeaders": "false"}, "includeHeaders=false is not implemented"),
+        ("stream", {"includeHeaders": "yes"}, "includeHeaders must be true or false"),
     ],
 )
 def test_options_spark_refuses_or_not_implemented_are_refused(mode, options, message) -> None:
@@ -733,3 +733,30 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(kafka_broker: str
         _stream_reader(
             kafka_broker, subscribe=topic, minOffsetsPerTrigger="5", maxOffsetsPerTrigger="4"
         )
+
+
+@pytest.mark.kafka
+def test_headers_column_only_with_include_headers(kafka_broker: str) -> None:
+    """includeHeaders was ignored: headers always there.  As Spark's source, the column is
+    there only with includeHeaders=true (Spark's default: false)."""
+    from ticdc_spark.spark.kafka_source import KafkaDataSource, _read_partition
+
+    topic = f"h-{uuid.uuid4().hex[:8]}"
+    from confluent_kafka import Producer
+
+    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink.create_topics([topic], 1)
+    sink.close()
+    producer = Producer({"bootstrap.servers": kafka_broker, **ONE_RECORD_PER_REQUEST})
+    producer.produce(topic, b"v", b"k", partition=0, headers=[("h", b"1")])
+    assert producer.flush(10) == 0
+    for include, columns in (({}, 7), ({"includeHeaders": "true"}, 8)):
+        source = KafkaDataSource(
+            {"kafka.bootstrap.servers": kafka_broker, "subscribe": topic, **include}
+        )
+        assert ("headers" in source.schema()) == (columns == 8)
+        (batch,) = [
+            b for p in source.reader(source.schema()).partitions() for b in _read_partition(p)
+        ]
+        assert batch.num_columns == columns
+    assert batch.column("headers").to_pylist() == [[{"key": "h", "value": b"1"}]]

@@ -92,11 +92,8 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
     for name in _NOT_IMPLEMENTED:
         if name.lower() in lowered:
             raise ConfigError(f"the ticdc-kafka source does not implement option {name}")
-    if lowered.get("includeheaders", "true").strip().lower() != "true":
-        raise ConfigError(
-            "the ticdc-kafka source always has the headers column (includeHeaders=true); "
-            "includeHeaders=false is not implemented: drop the column instead"
-        )
+    if lowered.get("includeheaders", "false").strip().lower() not in ("true", "false"):
+        raise ConfigError("includeHeaders must be true or false")
     if "minoffsetspertrigger" in lowered and "maxoffsetspertrigger" in lowered:
         least, most = lowered["minoffsetspertrigger"], lowered["maxoffsetspertrigger"]
         if least.strip().isdigit() and most.strip().isdigit() and int(least) > int(most):
@@ -175,6 +172,7 @@ class _Config:
     fail_on_data_loss: bool
     poll_timeout_s: float
     initial_offsets_path: str | None = None
+    include_headers: bool = False
     group_prefix: str = "spark-kafka-source"
     min_offsets: int | None = None
     max_trigger_delay_s: float = 900.0
@@ -218,6 +216,7 @@ class _Config:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "120000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
+            include_headers=_include_headers(options),
             min_offsets=_positive(lowered, "minOffsetsPerTrigger"),
             max_trigger_delay_s=_duration_s(lowered.get("maxtriggerdelay", "15m")),
             min_partitions=_positive(lowered, "minPartitions"),
@@ -237,13 +236,19 @@ class KafkaDataSource(DataSource):
         return "ticdc-kafka"
 
     def schema(self) -> str:
-        return spark_kafka_schema()
+        """Spark's Kafka-source columns; ``headers`` only with includeHeaders=true."""
+        return spark_kafka_schema(_include_headers(self.options))
 
     def reader(self, schema: Any) -> DataSourceReader:
         return _BatchReader(_Config.parse(self.options, "batch"))
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
         return _StreamReader(_Config.parse(self.options, "stream"))
+
+
+def _include_headers(options: Mapping[str, str]) -> bool:
+    lowered = {k.lower(): v for k, v in options.items()}
+    return lowered.get("includeheaders", "false").strip().lower() == "true"
 
 
 def topic_partitions(options: Mapping[str, str]) -> list[tuple[str, int]]:
@@ -725,12 +730,12 @@ def _read_range(
                 position = offset + 1
                 _append(columns, message)
             if len(columns["offset"]) >= BATCH_ROWS:
-                yield record_batch(columns)
+                yield record_batch(columns, config.include_headers)
                 columns = empty_columns()
     finally:
         consumer.close()
     if columns["offset"]:
-        yield record_batch(columns)
+        yield record_batch(columns, config.include_headers)
 
 
 def _position(consumer: Any, topic: str, partition: int) -> int:
