@@ -21,7 +21,7 @@ import orjson
 from ticdc_spark.codec import Message, make_decoder, make_encoder, protocols
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import CaptureError, ConfigError, DecodeError, EncodeError
-from ticdc_spark.io.capture import read_capture, read_values
+from ticdc_spark.io.capture import read_capture, read_json_lines, read_values
 from ticdc_spark.normalized import event_from_json, event_to_json
 from ticdc_spark.produce import CaptureStreamOutput, Producer
 
@@ -204,13 +204,7 @@ def _run_encode(args: argparse.Namespace) -> int:
             partitions=args.partitions,
         )
         name = "stdin" if args.input == "-" else args.input
-        for number, line in enumerate(source, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise BadInput(f"{name} line {number}: not JSON ({exc})") from None
+        for number, obj in read_json_lines(source, name):
             producer.send(event_from_json(obj, f"{name} line {number}"))
         producer.close()
     return EXIT_OK
