@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -71,6 +72,15 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommand(commands: Any, name: str, run: Callable[[argparse.Namespace], int]) -> Any:
+    """Add the subcommand ``name`` that ``run`` carries out. The first paragraph of
+    ``run``'s docstring is the command's one-line help, the rest its description."""
+    summary, _, description = inspect.cleandoc(run.__doc__ or "").partition("\n\n")
+    parser = commands.add_parser(name, help=summary, description=description)
+    parser.set_defaults(run=run)
+    return parser
+
+
 def _codec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--protocol",
@@ -109,12 +119,7 @@ def parse_key_values(pairs: Iterable[str], flag: str = "--option") -> dict[str, 
 
 
 def _add_decode(commands: Any) -> None:
-    parser = commands.add_parser(
-        "decode",
-        help="decode Kafka messages (a capture file) into normalized JSON events",
-        description="Decode a capture file (JSON Lines of Kafka records) or, with --values, a "
-        "file of message values one per line; print one normalized JSON event per line.",
-    )
+    parser = _subcommand(commands, "decode", _run_decode)
     _codec_arguments(parser)
     parser.add_argument("input", nargs="?", default="-", help="capture file, or - for stdin")
     parser.add_argument(
@@ -129,10 +134,14 @@ def _add_decode(commands: Any) -> None:
         help="stop at the first bad record (exit 2), or report it and go on",
     )
     parser.add_argument("--output", default="-", help="where to write events (default stdout)")
-    parser.set_defaults(run=_run_decode)
 
 
 def _run_decode(args: argparse.Namespace) -> int:
+    """decode Kafka messages (a capture file) into normalized JSON events
+
+    Decode a capture file (JSON Lines of Kafka records) or, with --values, a file of message
+    values one per line; print one normalized JSON event per line.
+    """
     decoder = make_decoder(args.protocol, parse_key_values(args.option))
     skipped = 0
     with _open_in(args.input) as source, _open_out(args.output) as out:
@@ -172,12 +181,7 @@ def _guard_capture(reader: Iterator[Message], on_error: str) -> Iterator[Message
 
 
 def _add_encode(commands: Any) -> None:
-    parser = commands.add_parser(
-        "encode",
-        help="encode normalized JSON events into a capture file",
-        description="Read normalized JSON events (the output of decode), encode them with a "
-        "protocol and TiCDC's dispatch rules, and write a capture file.",
-    )
+    parser = _subcommand(commands, "encode", _run_encode)
     _codec_arguments(parser)
     parser.add_argument("input", nargs="?", default="-", help="events file, or - for stdin")
     parser.add_argument("--topic", default="ticdc", help="topic expression, e.g. cdc_{schema}")
@@ -188,10 +192,14 @@ def _add_encode(commands: Any) -> None:
         help="partition dispatcher: default, table, index-value, ts, or columns:a,b",
     )
     parser.add_argument("--output", default="-", help="capture file to write (default stdout)")
-    parser.set_defaults(run=_run_encode)
 
 
 def _run_encode(args: argparse.Namespace) -> int:
+    """encode normalized JSON events into a capture file
+
+    Read normalized JSON events (the output of decode), encode them with a protocol and
+    TiCDC's dispatch rules, and write a capture file.
+    """
     if args.partitions < 1:
         raise ConfigError("--partitions must be at least 1")
     encoder = make_encoder(args.protocol, parse_key_values(args.option))
@@ -215,18 +223,17 @@ def _run_encode(args: argparse.Namespace) -> int:
 
 
 def _add_sample(commands: Any) -> None:
-    parser = commands.add_parser(
-        "sample",
-        help="print a bundled sample capture of a protocol",
-        description="Write a small bundled capture (TiCDC output of a sysbench-like and an "
-        "all-types table) to stdout, to try decode on: "
-        "ticdc-spark sample -p canal-json | ticdc-spark decode -p canal-json",
-    )
+    parser = _subcommand(commands, "sample", _run_sample)
     parser.add_argument("--protocol", "-p", required=True, help="open-protocol or canal-json")
-    parser.set_defaults(run=_run_sample)
 
 
 def _run_sample(args: argparse.Namespace) -> int:
+    """print a bundled sample capture of a protocol
+
+    Write a small bundled capture (TiCDC output of a sysbench-like and an all-types table)
+    to stdout, to try decode on:
+    ticdc-spark sample -p canal-json | ticdc-spark decode -p canal-json
+    """
     from importlib import resources
 
     name = f"{args.protocol}.capture.jsonl"
@@ -242,14 +249,7 @@ def _run_sample(args: argparse.Namespace) -> int:
 
 
 def _add_produce(commands: Any) -> None:
-    parser = commands.add_parser(
-        "produce",
-        help="generate a workload and send it as TiCDC messages",
-        description="Generate a deterministic workload (sysbench-like and all-types tables: "
-        "inserts, updates including key changes, deletes, DDL) and send it encoded with a "
-        "protocol and TiCDC's dispatch rules to Kafka or a capture directory; write the "
-        "expected final table states for `verify`.",
-    )
+    parser = _subcommand(commands, "produce", _run_produce)
     _codec_arguments(parser)
     parser.add_argument(
         "--to",
@@ -271,7 +271,6 @@ def _add_produce(commands: Any) -> None:
         default="index-value",
         help="default, table, index-value, ts, or columns:a,b",
     )
-    parser.set_defaults(run=_run_produce)
 
 
 def _workload_arguments(parser: argparse.ArgumentParser) -> None:
@@ -303,6 +302,13 @@ def _workload(args: argparse.Namespace) -> Any:
 
 
 def _run_produce(args: argparse.Namespace) -> int:
+    """generate a workload and send it as TiCDC messages
+
+    Generate a deterministic workload (sysbench-like and all-types tables: inserts, updates
+    including key changes, deletes, DDL) and send it encoded with a protocol and TiCDC's
+    dispatch rules to Kafka or a capture directory; write the expected final table states
+    for `verify`.
+    """
     from ticdc_spark.produce import produce_workload
 
     result = produce_workload(
@@ -328,13 +334,7 @@ def _run_produce(args: argparse.Namespace) -> int:
 
 
 def _add_replicate(commands: Any) -> None:
-    parser = commands.add_parser(
-        "replicate",
-        help="apply TiCDC topics to Delta Lake or Iceberg tables, exactly once",
-        description="Read TiCDC messages from Kafka or a capture directory, decode them, and "
-        "apply them to one lakehouse table per upstream table. Offsets and consumer state "
-        "live in the checkpoint: stop it any time, run it again, it resumes exactly.",
-    )
+    parser = _subcommand(commands, "replicate", _run_replicate)
     parser.add_argument("--source", required=True, metavar="kafka://HOST:PORT/TOPIC[,TOPIC]|DIR")
     parser.add_argument("--protocol", "-p", required=True)
     parser.add_argument(
@@ -395,10 +395,15 @@ def _add_replicate(commands: Any) -> None:
         help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
-    parser.set_defaults(run=_run_replicate)
 
 
 def _run_replicate(args: argparse.Namespace) -> int:
+    """apply TiCDC topics to Delta Lake or Iceberg tables, exactly once
+
+    Read TiCDC messages from Kafka or a capture directory, decode them, and apply them to one
+    lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
+    stop it any time, run it again, it resumes exactly.
+    """
     from ticdc_spark.spark.pipeline import PipelineConfig, run
     from ticdc_spark.spark.session import local_session
 
@@ -452,20 +457,19 @@ class _Totals:
 
 
 def _add_verify(commands: Any) -> None:
-    parser = commands.add_parser(
-        "verify",
-        help="compare target tables with an expected state",
-        description="Compare every table of an expected state (written by produce) with the "
-        "live rows of the target tables; exit 1 if any differs.",
-    )
+    parser = _subcommand(commands, "verify", _run_verify)
     parser.add_argument(
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
     parser.add_argument("--expected", required=True, metavar="DIR")
-    parser.set_defaults(run=_run_verify)
 
 
 def _run_verify(args: argparse.Namespace) -> int:
+    """compare target tables with an expected state
+
+    Compare every table of an expected state (written by produce) with the live rows of the
+    target tables; exit 1 if any differs.
+    """
     from ticdc_spark.spark.pipeline import make_sink
     from ticdc_spark.verify import verify_sink
 
@@ -480,23 +484,23 @@ def _run_verify(args: argparse.Namespace) -> int:
 
 
 def _add_demo(commands: Any) -> None:
-    parser = commands.add_parser(
-        "demo",
-        help="run the whole pipeline on a laptop and check the result",
-        description="Generate a workload, encode it as TiCDC would (capture files, no broker "
-        "needed), replicate it with Spark into Delta tables, and verify the tables equal the "
-        "generated state.",
-    )
+    parser = _subcommand(commands, "demo", _run_demo)
     parser.add_argument("--protocol", "-p", default="canal-json")
     parser.add_argument(
         "--workdir",
         help="where to put captures, tables and checkpoints (default: a new temporary directory)",
     )
     _workload_arguments(parser)
-    parser.set_defaults(run=_run_demo, rows=20000, tables=4, ddl_every=40)
+    parser.set_defaults(rows=20000, tables=4, ddl_every=40)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    """run the whole pipeline on a laptop and check the result
+
+    Generate a workload, encode it as TiCDC would (capture files, no broker needed),
+    replicate it with Spark into Delta tables, and verify the tables equal the generated
+    state.
+    """
     from ticdc_spark.demo import run_demo
 
     return EXIT_OK if run_demo(args.protocol, _workload(args), args.workdir) else EXIT_FAILURE
