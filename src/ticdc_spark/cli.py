@@ -88,14 +88,17 @@ def _codec_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help=f"TiCDC protocol name: {', '.join(protocols())}",
     )
-    parser.add_argument(
+    _key_values_argument(
+        parser,
         "--option",
         "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
         help="a TiCDC codec option such as enable-tidb-extension=true (repeatable)",
     )
+
+
+def _key_values_argument(parser: argparse.ArgumentParser, *flags: str, help: str) -> None:
+    """A repeatable KEY=VALUE flag; read its list with parse_key_values."""
+    parser.add_argument(*flags, action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
 def parse_key_values(pairs: Iterable[str], flag: str = "--option") -> dict[str, str]:
@@ -184,13 +187,7 @@ def _add_encode(commands: Any) -> None:
     parser = _subcommand(commands, "encode", _run_encode)
     _codec_arguments(parser)
     parser.add_argument("input", nargs="?", default="-", help="events file, or - for stdin")
-    parser.add_argument("--topic", default="ticdc", help="topic expression, e.g. cdc_{schema}")
-    parser.add_argument("--partitions", type=int, default=1, help="partitions per topic")
-    parser.add_argument(
-        "--dispatcher",
-        default="default",
-        help="partition dispatcher: default, table, index-value, ts, or columns:a,b",
-    )
+    _routing_arguments(parser, topic="ticdc", partitions=1, dispatcher="default")
     parser.add_argument("--output", default="-", help="capture file to write (default stdout)")
 
 
@@ -264,12 +261,19 @@ def _add_produce(commands: Any) -> None:
         help="where to write the expected final state of every table",
     )
     _workload_arguments(parser)
-    parser.add_argument("--topic", default="ticdc_{schema}", help="topic expression")
-    parser.add_argument("--partitions", type=int, default=3, help="partitions per topic")
+    _routing_arguments(parser, topic="ticdc_{schema}", partitions=3, dispatcher="index-value")
+
+
+def _routing_arguments(
+    parser: argparse.ArgumentParser, *, topic: str, partitions: int, dispatcher: str
+) -> None:
+    """Where events go: TiCDC's topic expression, partition count and dispatcher."""
+    parser.add_argument("--topic", default=topic, help="topic expression, e.g. cdc_{schema}")
+    parser.add_argument("--partitions", type=int, default=partitions, help="partitions per topic")
     parser.add_argument(
         "--dispatcher",
-        default="index-value",
-        help="default, table, index-value, ts, or columns:a,b",
+        default=dispatcher,
+        help="partition dispatcher: default, table, index-value, ts, or columns:a,b",
     )
 
 
@@ -354,19 +358,10 @@ def _add_replicate(commands: Any) -> None:
         metavar="SECONDS|once",
         help="micro-batch interval, or once: apply what is there and stop",
     )
-    parser.add_argument(
-        "--option",
-        "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a codec option (TiCDC name), repeatable",
-    )
-    parser.add_argument(
+    _key_values_argument(parser, "--option", "-o", help="a codec option (TiCDC name), repeatable")
+    _key_values_argument(
+        parser,
         "--source-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
         help="a source option, e.g. maxOffsetsPerTrigger=10000 or "
         "kafka.security.protocol=SASL_SSL (repeatable)",
     )
@@ -387,11 +382,9 @@ def _add_replicate(commands: Any) -> None:
         help="apply each micro-batch before reading the next (default: apply it while Spark "
         "reads the next, with the batch logged to the checkpoint first)",
     )
-    parser.add_argument(
+    _key_values_argument(
+        parser,
         "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
         help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
