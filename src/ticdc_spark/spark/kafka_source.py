@@ -24,12 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -39,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.io.kafka import client_config, redact
-from ticdc_spark.spark.kafka_schema import empty_columns, record_batch, spark_kafka_schema
+from ticdc_spark.spark.kafka_schema import KafkaColumnsSource, empty_columns, record_batch
 
 __all__ = ["KafkaDataSource", "register"]
 
@@ -89,23 +84,6 @@ class _Config:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "60000")) / 1000,
         )
-
-
-class KafkaDataSource(DataSource):
-    """Kafka topics with Spark's Kafka-source columns."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "ticdc-kafka"
-
-    def schema(self) -> str:
-        return spark_kafka_schema()
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return _BatchReader(_Config.parse(self.options))
-
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _StreamReader(_Config.parse(self.options))
 
 
 def topic_partitions(options: Mapping[str, str]) -> list[tuple[str, int]]:
@@ -363,3 +341,13 @@ def _append(columns: dict[str, list[Any]], message: Any) -> None:
     columns["timestampType"].append(max(0, kind - 1))  # librdkafka 1/2 -> Spark 0/1
     headers = message.headers()
     columns["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+
+class KafkaDataSource(KafkaColumnsSource):
+    """Kafka topics with Spark's Kafka-source columns."""
+
+    source_name = "ticdc-kafka"
+    readers = (_BatchReader, _StreamReader)
+
+    def config(self) -> _Config:
+        return _Config.parse(self.options)
