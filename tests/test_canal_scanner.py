@@ -327,6 +327,21 @@ def test_the_scanner_checks_its_buffers() -> None:
 
 
 @needs_scanner
+def test_the_scanner_names_its_buffers() -> None:
+    import numpy as np
+
+    from ticdc_spark import _canal_scan  # type: ignore[attr-defined]
+
+    message = next(m for m in _messages() if b'"type":"INSERT"' in m)
+    out = _canal_scan.scan(message, np.array([0, len(message)], np.int32))
+    assert type(out).__name__ == "ScanResult" and type(out.after).__name__ == "ScanImage"
+    assert out.slow == b"\x00" and np.frombuffer(out.shape_ids, np.int32).tolist() == [0]
+    database = bytes(out.database_bytes).decode()
+    assert f'"{database}"' in message.decode()
+    assert len(out.after.map_offsets) == len(out.before.map_offsets) == 8  # n + 1 int32
+
+
+@needs_scanner
 def test_a_failing_scanner_path_falls_back_to_the_python_path(monkeypatch) -> None:
     """If Arrow refuses the scanner path's batch after the careful path added rows, the
     batch is decoded again by the Python path, with no row twice."""

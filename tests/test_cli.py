@@ -156,6 +156,14 @@ def test_bad_capture_line_names_the_line(tmp_path: Path, capsys) -> None:
     assert code == 2 and "line 1" in err
 
 
+def test_encode_names_a_line_that_is_not_json(tmp_path: Path, capsys) -> None:
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n{not json\n")
+    code, _, err = run(["encode", "-p", "canal-json", str(events)], capsys)
+    assert code == 2
+    assert err.startswith(f"ticdc-spark encode: {events} line 2: not JSON (")
+
+
 def test_unknown_protocol_and_option_list_the_valid_ones(capsys) -> None:
     code, _, err = run(["decode", "-p", "nope", "/dev/null"], capsys)
     assert code == 2 and "canal-json" in err and "open-protocol" in err

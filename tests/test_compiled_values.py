@@ -614,3 +614,46 @@ def test_an_interrupt_in_a_row_attribute_propagates() -> None:
     encoder = make_encoder("canal-json", {})
     with pytest.raises(KeyboardInterrupt):
         compiled.values.canal_rows(encoder._layout, [Row()], 5, False)
+
+
+def test_the_kind_names_are_the_enum_members() -> None:
+    for kind in compiled.Kind:
+        assert getattr(compiled, kind.name) is kind
+
+
+def test_the_c_module_was_built_with_the_enums_numbers() -> None:
+    # Kind is the numbers' one definition (setup.py compiles them into _values.c); a module
+    # built from other numbers (a stale build) must fail here, and compiled.py refuses it.
+    try:
+        from ticdc_spark import _values  # type: ignore[attr-defined]
+    except ImportError:
+        pytest.skip("built without a C compiler")
+    assert {kind.name: kind.value for kind in compiled.Kind} == _values.KINDS
+
+
+@needs_compiled
+def test_canal_rows_reads_the_layout_by_name_and_defers_a_malformed_one() -> None:
+    rows = [e for e in Workload(seed=3, rows=12, tables=1).events() if isinstance(e, RowChange)]
+    encoder = make_encoder("canal-json", {})
+    good = compiled.values.canal_rows(encoder._layout, rows, 5, False)
+    assert all(isinstance(v, bytes) for v in good)
+
+    class Renamed:  # the fields under other names: every row left to the encoder
+        def __init__(self, layout: compiled.CanalLayout) -> None:
+            self.cols = layout.columns
+
+    assert compiled.values.canal_rows(lambda s: Renamed(encoder._layout(s)), rows, 5, False) == [
+        None
+    ] * len(rows)
+
+    def mistyped(schema: Any) -> Any:  # prefix of another type: deferred, not misread
+        layout = encoder._layout(schema)
+        return types.SimpleNamespace(
+            **{f: getattr(layout, f) for f in compiled.CanalLayout.__dataclass_fields__},
+            prefix="text",
+            insert_kind=layout.insert_kind,
+            update_kind=layout.update_kind,
+            delete_kind=layout.delete_kind,
+        )
+
+    assert compiled.values.canal_rows(mistyped, rows, 5, False) == [None] * len(rows)

@@ -19,8 +19,9 @@
  * Memory: nothing is allocated from a length read in a message; output buffers grow with the
  * bytes actually consumed, and nesting is limited to MAX_DEPTH.
  *
- * scan(data, offsets) -> tuple of bytearrays (see build_result for the order), where
- * `data` and `offsets` are the buffers of an Arrow binary array (int32 offsets, n + 1 of them).
+ * scan(data, offsets) -> ScanResult (a struct sequence of bytearrays, two of them ScanImage;
+ * SCAN_FIELDS and IMAGE_FIELDS name and describe each), where `data` and `offsets` are the
+ * buffers of an Arrow binary array (int32 offsets, n + 1 of them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -833,21 +834,80 @@ static PyObject *bitmap(const Buf *valid) {
     return out;
 }
 
+/* The result's types: named fields, so that Python reads `out.before.keys`, not `out[14]`
+   (a field added or moved here cannot silently shift what the reader takes). */
+static PyStructSequence_Field SCAN_FIELDS[] = {
+    {"slow", "uint8 per message: 1 when the Python decoder must decode it (other columns "
+             "hold blanks for it)"},
+    {"ops", "uint8 per message: 1 INSERT, 2 UPDATE, 3 DELETE (0: slow)"},
+    {"key_only", "uint8 per message: _tidb.onlyHandleKey (the row holds its handle key columns only)"},
+    {"commit_ts", "int64 per message: _tidb.commitTs, or (without it) es << 18"},
+    {"database_offsets", "int32 Arrow offsets of the database names"},
+    {"database_bytes", "the database names' UTF-8"},
+    {"table_offsets", "int32 Arrow offsets of the table names"},
+    {"table_bytes", "the table names' UTF-8"},
+    {"shape_ids", "int32 per message: its shape's number (-1: slow)"},
+    {"shape_offsets", "int32 Arrow offsets of the shapes' texts"},
+    {"shape_bytes", "the shapes' texts: JSON [database, table, mysqlType, pkNames, names]"},
+    {"before", "the before images (ScanImage)"},
+    {"after", "the after images (ScanImage)"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc SCAN_DESC = {
+    "ticdc_spark._canal_scan.ScanResult", "The changelog buffers of a batch of messages.",
+    SCAN_FIELDS, 13};
+
+static PyStructSequence_Field IMAGE_FIELDS[] = {
+    {"map_offsets", "int32 Arrow offsets (n + 1): each message's first map entry"},
+    {"nulls", "uint8 per message: 1 when the message has no such image"},
+    {"key_offsets", "int32 Arrow offsets of the entries' column names"},
+    {"keys", "the column names' UTF-8"},
+    {"value_offsets", "int32 Arrow offsets of the entries' values"},
+    {"values", "the values' UTF-8"},
+    {"value_validity", "Arrow validity bitmap of the values (0: JSON null)"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc IMAGE_DESC = {
+    "ticdc_spark._canal_scan.ScanImage", "One row image column as Arrow map buffers.",
+    IMAGE_FIELDS, 7};
+
+static PyTypeObject *ScanResultType, *ScanImageType;
+
+/* A struct sequence of `type` holding `items` (all stolen; NULL when one of them is). */
+static PyObject *struct_of(PyTypeObject *type, PyObject **items, Py_ssize_t n) {
+    PyObject *out = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!items[i]) goto done;
+    if (!(out = PyStructSequence_New(type))) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyStructSequence_SET_ITEM(out, i, items[i]);
+        items[i] = NULL;
+    }
+done:
+    for (Py_ssize_t i = 0; i < n; i++) Py_XDECREF(items[i]);
+    return out;
+}
+
+static PyObject *image_result(Image *im, Buf *rows, Buf *nulls) {
+    PyObject *items[] = {buf_take(rows),          buf_take(nulls),
+                         buf_take(&im->keys.offsets), buf_take(&im->keys.bytes),
+                         buf_take(&im->values.offsets), buf_take(&im->values.bytes),
+                         bitmap(&im->values.valid)};
+    return struct_of(ScanImageType, items, 7);
+}
+
 static PyObject *build_result(Batch *b) {
-    return Py_BuildValue(
-        "(NNNNNNNNNNNNNNNNNNNNNNNNN)",
-        buf_take(&b->status), buf_take(&b->op), buf_take(&b->key_only), buf_take(&b->commit_ts),
+    PyObject *items[] = {
+        buf_take(&b->status),           buf_take(&b->op),
+        buf_take(&b->key_only),         buf_take(&b->commit_ts),
         buf_take(&b->database.offsets), buf_take(&b->database.bytes),
-        buf_take(&b->table.offsets), buf_take(&b->table.bytes),
-        buf_take(&b->shape_ids), buf_take(&b->shape.offsets), buf_take(&b->shape.bytes),
-        buf_take(&b->before_rows), buf_take(&b->before_null),
-        buf_take(&b->before.keys.offsets), buf_take(&b->before.keys.bytes),
-        buf_take(&b->before.values.offsets), buf_take(&b->before.values.bytes),
-        bitmap(&b->before.values.valid),
-        buf_take(&b->after_rows), buf_take(&b->after_null),
-        buf_take(&b->after.keys.offsets), buf_take(&b->after.keys.bytes),
-        buf_take(&b->after.values.offsets), buf_take(&b->after.values.bytes),
-        bitmap(&b->after.values.valid));
+        buf_take(&b->table.offsets),    buf_take(&b->table.bytes),
+        buf_take(&b->shape_ids),        buf_take(&b->shape.offsets),
+        buf_take(&b->shape.bytes),
+        image_result(&b->before, &b->before_rows, &b->before_null),
+        image_result(&b->after, &b->after_rows, &b->after_null),
+    };
+    return struct_of(ScanResultType, items, 13);
 }
 
 static void batch_free(Batch *b) {
@@ -933,5 +993,14 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__canal_scan(void) {
     for (int c = 0x20; c < 0x80; c++) PLAIN[c] = c != '"' && c != '\\';
-    return PyModule_Create(&module);
+    if (!ScanResultType && !(ScanResultType = PyStructSequence_NewType(&SCAN_DESC))) return NULL;
+    if (!ScanImageType && !(ScanImageType = PyStructSequence_NewType(&IMAGE_DESC))) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    if (PyModule_AddObjectRef(m, "ScanResult", (PyObject *)ScanResultType) < 0 ||
+        PyModule_AddObjectRef(m, "ScanImage", (PyObject *)ScanImageType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

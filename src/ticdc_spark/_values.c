@@ -35,6 +35,7 @@
 #include <datetime.h>
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -42,23 +43,33 @@
 #include <emmintrin.h>
 #endif
 
-/* The kinds; ticdc_spark/codec/compiled.py holds the same numbers. */
-enum {
-    K_STR = 0,      /* a str, kept */
-    K_INT = 1,      /* an int, or a decimal integer text */
-    K_INT_TEXT = 2, /* an int, printed as text */
-    K_FLOAT32 = 3,  /* a float (or number text) rounded to float32 */
-    K_DOUBLE = 4,   /* a float, or number text */
-    K_DATE = 5,     /* YYYY-MM-DD */
-    K_DATETIME = 6, /* YYYY-MM-DD hh:mm:ss[.f{1,6}] */
-    K_TIME = 7,     /* [-]h{1,4}:mm:ss[.f{1,6}] */
-    K_LATIN1 = 8,   /* text whose code points are bytes */
-    K_DECIMAL = 9,  /* [-]digits[.digits] to decimal.Decimal */
-    K_CALL = 10,    /* always the codec's function */
-    K_BASE64 = 11,      /* padded standard base64 to bytes */
-    K_BASE64_TEXT = 12, /* padded standard base64 of UTF-8 to str */
-    K_GO_QUOTED = 13,   /* a Go-quoted string without escapes (ASCII) to bytes */
-};
+/* The kinds.  Their numbers have one definition, ticdc_spark/codec/compiled.py's Kind enum
+   (it must exist without this module); setup.py passes each as -DK_<NAME>=<number>, with
+   K_COUNT, and PyInit exports the numbers this module was built with as KINDS, which the tests
+   compare with Kind.  What each kind means:
+     K_STR          a str, kept
+     K_INT          an int, or a decimal integer text
+     K_INT_TEXT     an int, printed as text
+     K_FLOAT32      a float (or number text) rounded to float32
+     K_DOUBLE       a float, or number text
+     K_DATE         YYYY-MM-DD
+     K_DATETIME     YYYY-MM-DD hh:mm:ss[.f{1,6}]
+     K_TIME         [-]h{1,4}:mm:ss[.f{1,6}]
+     K_LATIN1       text whose code points are bytes
+     K_DECIMAL      [-]digits[.digits] to decimal.Decimal
+     K_CALL         always the codec's function
+     K_BASE64       padded standard base64 to bytes
+     K_BASE64_TEXT  padded standard base64 of UTF-8 to str
+     K_GO_QUOTED    a Go-quoted string without escapes (ASCII) to bytes */
+#define KIND_NAMES(X)                                                                         \
+    X(STR) X(INT) X(INT_TEXT) X(FLOAT32) X(DOUBLE) X(DATE) X(DATETIME) X(TIME) X(LATIN1)      \
+    X(DECIMAL) X(CALL) X(BASE64) X(BASE64_TEXT) X(GO_QUOTED)
+#if !defined(K_COUNT) || !defined(K_STR) || !defined(K_INT) || !defined(K_INT_TEXT) ||       \
+    !defined(K_FLOAT32) || !defined(K_DOUBLE) || !defined(K_DATE) || !defined(K_DATETIME) ||  \
+    !defined(K_TIME) || !defined(K_LATIN1) || !defined(K_DECIMAL) || !defined(K_CALL) ||      \
+    !defined(K_BASE64) || !defined(K_BASE64_TEXT) || !defined(K_GO_QUOTED)
+#error "build with setup.py: the kind numbers come from ticdc_spark/codec/compiled.py's Kind"
+#endif
 
 static PyObject *DecimalType;
 
@@ -261,7 +272,7 @@ static PyObject *bytes_of_go_quoted(PyObject *text) {
 static PyObject *latin1_of_text(PyObject *text) { return PyUnicode_AsLatin1String(text); }
 
 /* The kinds whose wire value is a text, by kind (spec_int keeps kinds within the table). */
-static PyObject *(*const FROM_TEXT[K_GO_QUOTED + 1])(PyObject *) = {
+static PyObject *(*const FROM_TEXT[K_COUNT])(PyObject *) = {
     [K_DATE] = date_of_text,          [K_DATETIME] = datetime_of_text,
     [K_TIME] = time_of_text,          [K_LATIN1] = latin1_of_text,
     [K_DECIMAL] = decimal_of_text,    [K_BASE64] = bytes_of_base64,
@@ -278,7 +289,7 @@ static int spec_int(PyObject *obj, int low, int high, int *out) {
     *out = (int)v;
     return 0;
 }
-#define KIND_MAX K_GO_QUOTED
+#define KIND_MAX (K_COUNT - 1) /* setup.py checks that the numbers are 0..K_COUNT-1 */
 
 /* A wire value converted per its kind: a new reference, or NULL with an exception. */
 static PyObject *convert(int kind, PyObject *v, PyObject *fallback) {
@@ -1160,11 +1171,54 @@ static PyObject *exceeding(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return PyLong_FromUnsignedLongLong(bits);
 }
 
+/* What canal_message needs of a table's CanalLayout (ticdc_spark/codec/compiled.py, which
+   documents each field), read by attribute name once per run of one table's rows, so that a
+   row costs what it cost when the layout was a tuple.  Strong references. */
+typedef struct {
+    PyObject *columns, *prefix, *mysql_types, *sql_types, *promotions, *promoted_sql_types;
+    PyObject *insert_kind, *update_kind, *delete_kind;
+} Layout;
+
+static const struct {
+    const char *name;
+    size_t offset;
+} LAYOUT_ATTRS[] = {
+#define LAYOUT_ATTR(field) {#field, offsetof(Layout, field)}
+    LAYOUT_ATTR(columns),     LAYOUT_ATTR(prefix),      LAYOUT_ATTR(mysql_types),
+    LAYOUT_ATTR(sql_types),   LAYOUT_ATTR(promotions),  LAYOUT_ATTR(promoted_sql_types),
+    LAYOUT_ATTR(insert_kind), LAYOUT_ATTR(update_kind), LAYOUT_ATTR(delete_kind),
+#undef LAYOUT_ATTR
+};
+#define LAYOUT_COUNT (sizeof LAYOUT_ATTRS / sizeof *LAYOUT_ATTRS)
+static PyObject *layout_names[LAYOUT_COUNT]; /* interned at init */
+
+static inline PyObject **layout_slot(Layout *l, size_t i) {
+    return (PyObject **)((char *)l + LAYOUT_ATTRS[i].offset);
+}
+
+static void layout_clear(Layout *l) {
+    for (size_t i = 0; i < LAYOUT_COUNT; i++) Py_CLEAR(*layout_slot(l, i));
+}
+
+/* Reads `obj` into l: 1, or 0 (l cleared) when an attribute is missing (its error left
+   pending, for defer) or of another type than canal_message writes from. */
+static int layout_read(PyObject *obj, Layout *l) {
+    layout_clear(l);
+    for (size_t i = 0; i < LAYOUT_COUNT; i++)
+        if (!(*layout_slot(l, i) = PyObject_GetAttr(obj, layout_names[i]))) goto bad;
+    if (!PyTuple_Check(l->columns) || !PyBytes_Check(l->prefix) ||
+        !PyBytes_Check(l->mysql_types) || !PyTuple_Check(l->promotions) ||
+        !PyDict_Check(l->promoted_sql_types) ||
+        (l->sql_types != Py_None && !PyBytes_Check(l->sql_types)))
+        goto bad;
+    return 1;
+bad:
+    layout_clear(l);
+    return 0;
+}
+
 /* A Canal-JSON row message, for canal_rows (below).
-     layout:    (columns as text_object takes them, the message up to the type's text,
-                 the mysqlType JSON, RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE,
-                 the sqlType JSON or None when it depends on the row, the promotion limits
-                 (see exceeding), and the sqlType JSON by promotion bits seen so far)
+     layout:    the table's Layout (read by layout_read)
      row:       a RowChange with full images
      ts_ms:     the "ts" field
    A whole Canal-JSON row message with a full `old` and no handle-key or claim-check marks
@@ -1182,11 +1236,11 @@ static long long now_ms(void) {
 
 /* One row's message: bytes, None to leave it to the encoder, or NULL with an exception that
    must propagate. */
-static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms, int with_tidb) {
-    if (!PyTuple_Check(layout) || PyTuple_GET_SIZE(layout) != 9 || ts_ms < 0) return defer();
-    PyObject *prefix = PyTuple_GET_ITEM(layout, 1), *mysql_types = PyTuple_GET_ITEM(layout, 2);
-    PyObject *sql_types = PyTuple_GET_ITEM(layout, 6);
-    if (!PyBytes_Check(prefix) || !PyBytes_Check(mysql_types)) return defer();
+static PyObject *canal_message(const Layout *layout, PyObject *row, long long ts_ms,
+                               int with_tidb) {
+    if (ts_ms < 0) return defer();
+    PyObject *prefix = layout->prefix, *mysql_types = layout->mysql_types;
+    PyObject *sql_types = layout->sql_types;
     /* each attribute only while no error is pending (a property may run Python code) */
     PyObject *kind = PyObject_GetAttr(row, str_kind);
     PyObject *before = kind ? PyObject_GetAttr(row, str_before) : NULL;
@@ -1194,20 +1248,20 @@ static PyObject *canal_message(PyObject *layout, PyObject *row, long long ts_ms,
     PyObject *ts = after ? PyObject_GetAttr(row, str_commit_ts) : NULL;
     Out o = {NULL, 0, 0}, d = {NULL, 0, 0}; /* the message, and its data row */
     Py_ssize_t *spans = NULL;
-    PyObject *columns = PyTuple_GET_ITEM(layout, 0);
+    PyObject *columns = layout->columns;
     const char *text;
     PyObject *data;
     if (!kind || !before || !after || !ts || !PyLong_CheckExact(ts)) goto fail;
     unsigned long long commit_ts = PyLong_AsUnsignedLongLong(ts);
     if (commit_ts == (unsigned long long)-1 && PyErr_Occurred()) goto fail;
-    if (kind == PyTuple_GET_ITEM(layout, 3)) text = "INSERT", data = after;
-    else if (kind == PyTuple_GET_ITEM(layout, 4)) text = "UPDATE", data = after;
-    else if (kind == PyTuple_GET_ITEM(layout, 5)) text = "DELETE", data = before;
+    if (kind == layout->insert_kind) text = "INSERT", data = after;
+    else if (kind == layout->update_kind) text = "UPDATE", data = after;
+    else if (kind == layout->delete_kind) text = "DELETE", data = before;
     else goto fail;
     if (sql_types == Py_None) { /* unsigned integers promoted by the values of this row */
         unsigned long long bits;
-        PyObject *limits = PyTuple_GET_ITEM(layout, 7), *seen = PyTuple_GET_ITEM(layout, 8);
-        if (!PyTuple_Check(limits) || !PyDict_Check(seen) || !PyDict_Check(data) ||
+        PyObject *limits = layout->promotions, *seen = layout->promoted_sql_types;
+        if (!PyDict_Check(data) ||
             exceeding_bits(limits, data, &bits) < 0)
             goto fail;
         PyObject *key = PyLong_FromUnsignedLongLong(bits);
@@ -1259,7 +1313,8 @@ fail:
 }
 
 /* canal_rows(layout_of, rows, now_ms, with_tidb) -> list of (bytes | None) | None
-     layout_of: schema -> its layout (called when a row's schema differs from the last one's)
+     layout_of: schema -> its CanalLayout (called when a row's schema differs from the last
+                one's)
      rows:      a list of RowChange (read from a snapshot taken on entry)
    canal_message for each row, None where the encoder must write the row; None for all of them
    when now_ms is not a C long. */
@@ -1279,7 +1334,9 @@ static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t na
     PyObject *rows = PyList_AsTuple(args[1]);
     if (!rows) return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(rows);
-    PyObject *out = PyList_New(count), *last_schema = NULL, *layout = NULL;
+    PyObject *out = PyList_New(count), *last_schema = NULL;
+    Layout layout = {0};
+    int have_layout = 0;
     if (!out) {
         Py_DECREF(rows);
         return NULL;
@@ -1291,22 +1348,24 @@ static PyObject *canal_rows(PyObject *self, PyObject *const *args, Py_ssize_t na
             message = defer();
         } else {
             if (schema != last_schema) { /* a run of one table's rows asks once */
-                Py_XSETREF(layout, PyObject_CallOneArg(layout_of, schema));
+                PyObject *obj = PyObject_CallOneArg(layout_of, schema);
+                have_layout = obj && layout_read(obj, &layout);
+                Py_XDECREF(obj);
                 Py_XSETREF(last_schema, schema);
                 schema = NULL;
             } else {
                 Py_DECREF(schema);
             }
-            message = layout ? canal_message(layout, row, ts_ms, with_tidb) : defer();
+            message = have_layout ? canal_message(&layout, row, ts_ms, with_tidb) : defer();
         }
         if (!message) goto fail;
         PyList_SET_ITEM(out, i, message);
     }
-    Py_XDECREF(last_schema), Py_XDECREF(layout);
+    Py_XDECREF(last_schema), layout_clear(&layout);
     Py_DECREF(rows);
     return out;
 fail:
-    Py_XDECREF(last_schema), Py_XDECREF(layout);
+    Py_XDECREF(last_schema), layout_clear(&layout);
     Py_DECREF(rows), Py_DECREF(out);
     return NULL;
 }
@@ -1497,6 +1556,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_values",
                                     "The codecs' per-column loops, compiled.", -1, methods,
                                     NULL, NULL, NULL, NULL};
 
+/* d[name] = value; -1 with an exception. */
+static int add_int(PyObject *d, const char *name, long value) {
+    PyObject *v = PyLong_FromLong(value);
+    int r = v ? PyDict_SetItemString(d, name, v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
 PyMODINIT_FUNC PyInit__values(void) {
     const char *alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     for (int c = 0; c < 0x20; c++) JSON_SPECIAL[c] = 1;
@@ -1521,8 +1588,20 @@ PyMODINIT_FUNC PyInit__values(void) {
     str_after = PyUnicode_InternFromString("after");
     str_commit_ts = PyUnicode_InternFromString("commit_ts");
     str_schema = PyUnicode_InternFromString("schema");
+    for (size_t i = 0; i < LAYOUT_COUNT; i++)
+        if (!(layout_names[i] = PyUnicode_InternFromString(LAYOUT_ATTRS[i].name))) return NULL;
     if (!str_t || !str_f || !str_h || !str_v || !str_f_format || !str_kind || !str_before ||
         !str_after || !str_commit_ts || !str_schema)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module), *kinds = PyDict_New();
+    if (!m || !kinds) goto fail;
+#define ADD_KIND(name)                                                                        \
+    if (add_int(kinds, #name, K_##name) < 0) goto fail;
+    KIND_NAMES(ADD_KIND)
+#undef ADD_KIND
+    if (PyModule_AddObject(m, "KINDS", kinds) < 0) goto fail; /* steals kinds on success */
+    return m;
+fail:
+    Py_XDECREF(m), Py_XDECREF(kinds);
+    return NULL;
 }

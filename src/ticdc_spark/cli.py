@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -21,7 +22,7 @@ import orjson
 from ticdc_spark.codec import Message, make_decoder, make_encoder, protocols
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import CaptureError, ConfigError, DecodeError, EncodeError
-from ticdc_spark.io.capture import read_capture, read_values
+from ticdc_spark.io.capture import read_capture, read_json_lines, read_values
 from ticdc_spark.normalized import event_from_json, event_to_json
 from ticdc_spark.produce import CaptureStreamOutput, Producer
 
@@ -71,6 +72,15 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommand(commands: Any, name: str, run: Callable[[argparse.Namespace], int]) -> Any:
+    """Add the subcommand ``name`` that ``run`` carries out. The first paragraph of
+    ``run``'s docstring is the command's one-line help, the rest its description."""
+    summary, _, description = inspect.cleandoc(run.__doc__ or "").partition("\n\n")
+    parser = commands.add_parser(name, help=summary, description=description)
+    parser.set_defaults(run=run)
+    return parser
+
+
 def _codec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--protocol",
@@ -78,14 +88,17 @@ def _codec_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help=f"TiCDC protocol name: {', '.join(protocols())}",
     )
-    parser.add_argument(
+    _key_values_argument(
+        parser,
         "--option",
         "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
         help="a TiCDC codec option such as enable-tidb-extension=true (repeatable)",
     )
+
+
+def _key_values_argument(parser: argparse.ArgumentParser, *flags: str, help: str) -> None:
+    """A repeatable KEY=VALUE flag; read its list with parse_key_values."""
+    parser.add_argument(*flags, action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
 def parse_key_values(pairs: Iterable[str], flag: str = "--option") -> dict[str, str]:
@@ -109,12 +122,7 @@ def parse_key_values(pairs: Iterable[str], flag: str = "--option") -> dict[str, 
 
 
 def _add_decode(commands: Any) -> None:
-    parser = commands.add_parser(
-        "decode",
-        help="decode Kafka messages (a capture file) into normalized JSON events",
-        description="Decode a capture file (JSON Lines of Kafka records) or, with --values, a "
-        "file of message values one per line; print one normalized JSON event per line.",
-    )
+    parser = _subcommand(commands, "decode", _run_decode)
     _codec_arguments(parser)
     parser.add_argument("input", nargs="?", default="-", help="capture file, or - for stdin")
     parser.add_argument(
@@ -129,10 +137,14 @@ def _add_decode(commands: Any) -> None:
         help="stop at the first bad record (exit 2), or report it and go on",
     )
     parser.add_argument("--output", default="-", help="where to write events (default stdout)")
-    parser.set_defaults(run=_run_decode)
 
 
 def _run_decode(args: argparse.Namespace) -> int:
+    """decode Kafka messages (a capture file) into normalized JSON events
+
+    Decode a capture file (JSON Lines of Kafka records) or, with --values, a file of message
+    values one per line; print one normalized JSON event per line.
+    """
     decoder = make_decoder(args.protocol, parse_key_values(args.option))
     skipped = 0
     with _open_in(args.input) as source, _open_out(args.output) as out:
@@ -172,26 +184,19 @@ def _guard_capture(reader: Iterator[Message], on_error: str) -> Iterator[Message
 
 
 def _add_encode(commands: Any) -> None:
-    parser = commands.add_parser(
-        "encode",
-        help="encode normalized JSON events into a capture file",
-        description="Read normalized JSON events (the output of decode), encode them with a "
-        "protocol and TiCDC's dispatch rules, and write a capture file.",
-    )
+    parser = _subcommand(commands, "encode", _run_encode)
     _codec_arguments(parser)
     parser.add_argument("input", nargs="?", default="-", help="events file, or - for stdin")
-    parser.add_argument("--topic", default="ticdc", help="topic expression, e.g. cdc_{schema}")
-    parser.add_argument("--partitions", type=int, default=1, help="partitions per topic")
-    parser.add_argument(
-        "--dispatcher",
-        default="default",
-        help="partition dispatcher: default, table, index-value, ts, or columns:a,b",
-    )
+    _routing_arguments(parser, topic="ticdc", partitions=1, dispatcher="default")
     parser.add_argument("--output", default="-", help="capture file to write (default stdout)")
-    parser.set_defaults(run=_run_encode)
 
 
 def _run_encode(args: argparse.Namespace) -> int:
+    """encode normalized JSON events into a capture file
+
+    Read normalized JSON events (the output of decode), encode them with a protocol and
+    TiCDC's dispatch rules, and write a capture file.
+    """
     if args.partitions < 1:
         raise ConfigError("--partitions must be at least 1")
     encoder = make_encoder(args.protocol, parse_key_values(args.option))
@@ -204,13 +209,7 @@ def _run_encode(args: argparse.Namespace) -> int:
             partitions=args.partitions,
         )
         name = "stdin" if args.input == "-" else args.input
-        for number, line in enumerate(source, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise BadInput(f"{name} line {number}: not JSON ({exc})") from None
+        for number, obj in read_json_lines(source, name):
             producer.send(event_from_json(obj, f"{name} line {number}"))
         producer.close()
     return EXIT_OK
@@ -221,18 +220,17 @@ def _run_encode(args: argparse.Namespace) -> int:
 
 
 def _add_sample(commands: Any) -> None:
-    parser = commands.add_parser(
-        "sample",
-        help="print a bundled sample capture of a protocol",
-        description="Write a small bundled capture (TiCDC output of a sysbench-like and an "
-        "all-types table) to stdout, to try decode on: "
-        "ticdc-spark sample -p canal-json | ticdc-spark decode -p canal-json",
-    )
+    parser = _subcommand(commands, "sample", _run_sample)
     parser.add_argument("--protocol", "-p", required=True, help="open-protocol or canal-json")
-    parser.set_defaults(run=_run_sample)
 
 
 def _run_sample(args: argparse.Namespace) -> int:
+    """print a bundled sample capture of a protocol
+
+    Write a small bundled capture (TiCDC output of a sysbench-like and an all-types table)
+    to stdout, to try decode on:
+    ticdc-spark sample -p canal-json | ticdc-spark decode -p canal-json
+    """
     from importlib import resources
 
     name = f"{args.protocol}.capture.jsonl"
@@ -248,14 +246,7 @@ def _run_sample(args: argparse.Namespace) -> int:
 
 
 def _add_produce(commands: Any) -> None:
-    parser = commands.add_parser(
-        "produce",
-        help="generate a workload and send it as TiCDC messages",
-        description="Generate a deterministic workload (sysbench-like and all-types tables: "
-        "inserts, updates including key changes, deletes, DDL) and send it encoded with a "
-        "protocol and TiCDC's dispatch rules to Kafka or a capture directory; write the "
-        "expected final table states for `verify`.",
-    )
+    parser = _subcommand(commands, "produce", _run_produce)
     _codec_arguments(parser)
     parser.add_argument(
         "--to",
@@ -270,14 +261,20 @@ def _add_produce(commands: Any) -> None:
         help="where to write the expected final state of every table",
     )
     _workload_arguments(parser)
-    parser.add_argument("--topic", default="ticdc_{schema}", help="topic expression")
-    parser.add_argument("--partitions", type=int, default=3, help="partitions per topic")
+    _routing_arguments(parser, topic="ticdc_{schema}", partitions=3, dispatcher="index-value")
+
+
+def _routing_arguments(
+    parser: argparse.ArgumentParser, *, topic: str, partitions: int, dispatcher: str
+) -> None:
+    """Where events go: TiCDC's topic expression, partition count and dispatcher."""
+    parser.add_argument("--topic", default=topic, help="topic expression, e.g. cdc_{schema}")
+    parser.add_argument("--partitions", type=int, default=partitions, help="partitions per topic")
     parser.add_argument(
         "--dispatcher",
-        default="index-value",
-        help="default, table, index-value, ts, or columns:a,b",
+        default=dispatcher,
+        help="partition dispatcher: default, table, index-value, ts, or columns:a,b",
     )
-    parser.set_defaults(run=_run_produce)
 
 
 def _workload_arguments(parser: argparse.ArgumentParser) -> None:
@@ -309,6 +306,13 @@ def _workload(args: argparse.Namespace) -> Any:
 
 
 def _run_produce(args: argparse.Namespace) -> int:
+    """generate a workload and send it as TiCDC messages
+
+    Generate a deterministic workload (sysbench-like and all-types tables: inserts, updates
+    including key changes, deletes, DDL) and send it encoded with a protocol and TiCDC's
+    dispatch rules to Kafka or a capture directory; write the expected final table states
+    for `verify`.
+    """
     from ticdc_spark.produce import produce_workload
 
     result = produce_workload(
@@ -334,13 +338,7 @@ def _run_produce(args: argparse.Namespace) -> int:
 
 
 def _add_replicate(commands: Any) -> None:
-    parser = commands.add_parser(
-        "replicate",
-        help="apply TiCDC topics to Delta Lake or Iceberg tables, exactly once",
-        description="Read TiCDC messages from Kafka or a capture directory, decode them, and "
-        "apply them to one lakehouse table per upstream table. Offsets and consumer state "
-        "live in the checkpoint: stop it any time, run it again, it resumes exactly.",
-    )
+    parser = _subcommand(commands, "replicate", _run_replicate)
     parser.add_argument("--source", required=True, metavar="kafka://HOST:PORT/TOPIC[,TOPIC]|DIR")
     parser.add_argument("--protocol", "-p", required=True)
     parser.add_argument(
@@ -360,19 +358,10 @@ def _add_replicate(commands: Any) -> None:
         metavar="SECONDS|once",
         help="micro-batch interval, or once: apply what is there and stop",
     )
-    parser.add_argument(
-        "--option",
-        "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a codec option (TiCDC name), repeatable",
-    )
-    parser.add_argument(
+    _key_values_argument(parser, "--option", "-o", help="a codec option (TiCDC name), repeatable")
+    _key_values_argument(
+        parser,
         "--source-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
         help="a source option, e.g. maxOffsetsPerTrigger=10000 or "
         "kafka.security.protocol=SASL_SSL (repeatable)",
     )
@@ -393,18 +382,21 @@ def _add_replicate(commands: Any) -> None:
         help="apply each micro-batch before reading the next (default: apply it while Spark "
         "reads the next, with the batch logged to the checkpoint first)",
     )
-    parser.add_argument(
+    _key_values_argument(
+        parser,
         "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
         help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
-    parser.set_defaults(run=_run_replicate)
 
 
 def _run_replicate(args: argparse.Namespace) -> int:
+    """apply TiCDC topics to Delta Lake or Iceberg tables, exactly once
+
+    Read TiCDC messages from Kafka or a capture directory, decode them, and apply them to one
+    lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
+    stop it any time, run it again, it resumes exactly.
+    """
     from ticdc_spark.spark.pipeline import PipelineConfig, run
     from ticdc_spark.spark.session import local_session
 
@@ -458,20 +450,19 @@ class _Totals:
 
 
 def _add_verify(commands: Any) -> None:
-    parser = commands.add_parser(
-        "verify",
-        help="compare target tables with an expected state",
-        description="Compare every table of an expected state (written by produce) with the "
-        "live rows of the target tables; exit 1 if any differs.",
-    )
+    parser = _subcommand(commands, "verify", _run_verify)
     parser.add_argument(
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
     parser.add_argument("--expected", required=True, metavar="DIR")
-    parser.set_defaults(run=_run_verify)
 
 
 def _run_verify(args: argparse.Namespace) -> int:
+    """compare target tables with an expected state
+
+    Compare every table of an expected state (written by produce) with the live rows of the
+    target tables; exit 1 if any differs.
+    """
     from ticdc_spark.spark.pipeline import make_sink
     from ticdc_spark.verify import verify_sink
 
@@ -486,23 +477,23 @@ def _run_verify(args: argparse.Namespace) -> int:
 
 
 def _add_demo(commands: Any) -> None:
-    parser = commands.add_parser(
-        "demo",
-        help="run the whole pipeline on a laptop and check the result",
-        description="Generate a workload, encode it as TiCDC would (capture files, no broker "
-        "needed), replicate it with Spark into Delta tables, and verify the tables equal the "
-        "generated state.",
-    )
+    parser = _subcommand(commands, "demo", _run_demo)
     parser.add_argument("--protocol", "-p", default="canal-json")
     parser.add_argument(
         "--workdir",
         help="where to put captures, tables and checkpoints (default: a new temporary directory)",
     )
     _workload_arguments(parser)
-    parser.set_defaults(run=_run_demo, rows=20000, tables=4, ddl_every=40)
+    parser.set_defaults(rows=20000, tables=4, ddl_every=40)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    """run the whole pipeline on a laptop and check the result
+
+    Generate a workload, encode it as TiCDC would (capture files, no broker needed),
+    replicate it with Spark into Delta tables, and verify the tables equal the generated
+    state.
+    """
     from ticdc_spark.demo import run_demo
 
     return EXIT_OK if run_demo(args.protocol, _workload(args), args.workdir) else EXIT_FAILURE

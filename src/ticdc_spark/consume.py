@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,13 +289,7 @@ class Planner:
             last[key] = len(texts)
             texts.append(text)
         ids = []
-        for database, table, text in zip(
-            rows["database"].to_pylist(),
-            rows["table"].to_pylist(),
-            rows["schema"].to_pylist(),
-            strict=True,
-        ):
-            key = (database or "", table or "")
+        for key, text in _by_table(rows, "schema"):
             if text:
                 number = index.get(text)
                 if number is None:
@@ -544,13 +538,7 @@ def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
             everyone.append(index)
     concerning: dict[TableKey, tuple[list[int], list[int]]] = {}
     points = []
-    for database, table, ts in zip(
-        rows["database"].to_pylist(),
-        rows["table"].to_pylist(),
-        rows["commit_ts"].to_pylist(),
-        strict=True,
-    ):
-        key = (database or "", table or "")
+    for key, ts in _by_table(rows, "commit_ts"):
         cuts = concerning.get(key)
         if cuts is None:
             indexes = sorted(everyone + own.get(key, []))
@@ -558,6 +546,17 @@ def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
         at = bisect.bisect_right(cuts[0], ts)
         points.append(cuts[1][at] if at < len(cuts[1]) else len(barriers))
     return points
+
+
+def _by_table(rows: Any, column: str) -> Iterator[tuple[TableKey, Any]]:
+    """Each row's table key (a null database or table as "") with its value in ``column``."""
+    for database, table, value in zip(
+        rows["database"].to_pylist(),
+        rows["table"].to_pylist(),
+        rows[column].to_pylist(),
+        strict=True,
+    ):
+        yield (database or "", table or ""), value
 
 
 DEAD_LETTER_FIELDS = ("topic", "partition", "offset", "error", "key", "value")

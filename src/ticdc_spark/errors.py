@@ -47,7 +47,8 @@ class DDLParseError(TiCDCSparkError):
 
 
 class CaptureError(TiCDCSparkError):
-    """A capture file line is not a valid capture record."""
+    """A line of a capture file (or of another JSON Lines input, such as the events that
+    ``encode`` reads) is not a valid record."""
 
     def __init__(self, reason: str, *, line: int | None = None, source: str = "") -> None:
         self.reason = reason

@@ -230,8 +230,7 @@ def _params_sql(ctype: ColumnType) -> str:
     if family in (Family.ENUM, Family.SET):
         if not ctype.elements:
             return ""
-        quoted = ",".join("'" + escape_element(e) + "'" for e in ctype.elements)
-        return f"({quoted})"
+        return _elements_sql(ctype.elements)
     if family in (Family.DECIMAL, Family.FLOAT, Family.DOUBLE):
         if ctype.length is not None and ctype.decimal is not None:
             return f"({ctype.length},{ctype.decimal})"
@@ -243,6 +242,7 @@ def _params_sql(ctype: ColumnType) -> str:
     return ""
 
 
+# Types that print no length (TiDB's GetTypeDesc and MySQL's SHOW CREATE alike).
 _NO_LENGTH = frozenset(
     (
         "tinytext",
@@ -272,6 +272,11 @@ _ELEMENT_ESCAPES = {"'": "''", "\0": "\\0", "\n": "\\n", "\r": "\\r"}
 _ELEMENT_ESCAPE_RE = re.compile(r"['\x00\n\r]")
 _ELEMENT_UNESCAPES = {v: k for k, v in _ELEMENT_ESCAPES.items()}
 _ELEMENT_UNESCAPE_RE = re.compile(r"''|\\[0nr]")
+
+
+def _elements_sql(elements: tuple[str, ...]) -> str:
+    """ENUM/SET members as a type's parameters: ``('a','b')``."""
+    return "(" + ",".join("'" + escape_element(e) + "'" for e in elements) + ")"
 
 
 def escape_element(element: str) -> str:
@@ -419,10 +424,10 @@ def full_type_desc(ctype: ColumnType) -> str:
     elif name in ("float", "double"):
         params = f"({length},{decimal})" if decimal and length is not None else ""
     elif name in ("enum", "set"):
-        params = "(" + ",".join("'" + escape_element(e) + "'" for e in ctype.elements) + ")"
+        params = _elements_sql(ctype.elements)
     elif name in ("datetime", "timestamp", "time"):
         params = f"({decimal})" if decimal else ""
-    elif name in _NO_PARAMS or length is None:
+    elif name in _NO_LENGTH or length is None:
         params = ""
     else:
         params = f"({length})"
@@ -446,20 +451,6 @@ _DEFAULT_WIDTH = {
     "binary": 1,
 }
 _NARROWER_UNSIGNED = frozenset(("tinyint", "smallint", "mediumint", "int"))
-_NO_PARAMS = frozenset(
-    (
-        "date",
-        "json",
-        "tinytext",
-        "text",
-        "mediumtext",
-        "longtext",
-        "tinyblob",
-        "blob",
-        "mediumblob",
-        "longblob",
-    )
-)
 
 
 def plain_type_desc(ctype: ColumnType) -> str:

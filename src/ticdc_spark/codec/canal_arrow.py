@@ -63,12 +63,14 @@ def decode_batch(
         return None
     offsets = np.frombuffer(offsets, np.int32, n + 1, values.offset * 4)
     out = _canal_scan.scan(data if data is not None else b"", offsets)
-    fast = np.frombuffer(out[0], np.uint8) == 0
+    fast = np.frombuffer(out.slow, np.uint8) == 0
     if values.null_count:  # (a null's offsets may point anywhere)
         fast &= values.is_valid().to_numpy(zero_copy_only=False)
-    shape_ids = np.frombuffer(out[8], np.int32)  # -1: a slow message
-    count = len(out[9]) // 4 - 1
-    shapes = pa.StringArray.from_buffers(count, pa.py_buffer(out[9]), pa.py_buffer(out[10]))
+    shape_ids = np.frombuffer(out.shape_ids, np.int32)  # -1: a slow message
+    count = len(out.shape_offsets) // 4 - 1
+    shapes = pa.StringArray.from_buffers(
+        count, pa.py_buffer(out.shape_offsets), pa.py_buffer(out.shape_bytes)
+    )
     plans = [decoder.arrow_shape(text) for text in shapes.to_pylist()]
     fast &= np.array([p is not None for p in plans] + [False])[shape_ids]  # ([-1]: False)
 
@@ -94,7 +96,7 @@ def decode_batch(
     return merged.set_column(merged.schema.get_field_index("schema"), "schema", schema)
 
 
-def _scanned_rows(batch: Any, out: tuple[bytes, ...], n: int) -> Any:
+def _scanned_rows(batch: Any, out: Any, n: int) -> Any:
     """Every message as a changelog row, from the scanner's buffers (slow ones hold blanks)."""
     import numpy as np
     import pyarrow as pa
@@ -105,26 +107,25 @@ def _scanned_rows(batch: Any, out: tuple[bytes, ...], n: int) -> Any:
         bitmap = None if valid is None else pa.py_buffer(valid)
         return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data), bitmap)
 
-    def image(first: int) -> Any:
-        rows, nulls, key_offsets, keys, value_offsets, values, valid = out[first : first + 7]
+    def image(im: Any) -> Any:  # a ScanImage
         return pa.MapArray.from_arrays(
-            pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(rows)]),
-            strings(key_offsets, keys),
-            strings(value_offsets, values, valid),
+            pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(im.map_offsets)]),
+            strings(im.key_offsets, im.keys),
+            strings(im.value_offsets, im.values, im.value_validity),
             type=pa.map_(pa.string(), pa.string()),
-            mask=pa.array(np.frombuffer(nulls, np.bool_)),
+            mask=pa.array(np.frombuffer(im.nulls, np.bool_)),
         )
 
     schema = arrow_schema()
     text, binary = pa.string(), pa.binary()
     columns = {
         "kind": pa.repeat(pa.scalar(ROW), n),
-        "op": pa.array(_OPS).take(pa.array(np.frombuffer(out[1], np.uint8))),
-        "database": strings(out[4], out[5]),
-        "table": strings(out[6], out[7]),
-        "commit_ts": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(out[3])]),
+        "op": pa.array(_OPS).take(pa.array(np.frombuffer(out.ops, np.uint8))),
+        "database": strings(out.database_offsets, out.database_bytes),
+        "table": strings(out.table_offsets, out.table_bytes),
+        "commit_ts": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(out.commit_ts)]),
         "schema": pa.nulls(n, text),
-        "key_only": pa.array(np.frombuffer(out[2], np.bool_)),
+        "key_only": pa.array(np.frombuffer(out.key_only, np.bool_)),
         "sql": pa.nulls(n, text),
         "ddl_type": pa.nulls(n, text),
         "topic": pc.fill_null(batch.column("topic"), ""),
@@ -134,8 +135,8 @@ def _scanned_rows(batch: Any, out: tuple[bytes, ...], n: int) -> Any:
         "error": pa.nulls(n, text),
         "key": pa.nulls(n, binary),
         "value": pa.nulls(n, binary),
-        "before": image(11),
-        "after": image(18),
+        "before": image(out.before),
+        "after": image(out.after),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 

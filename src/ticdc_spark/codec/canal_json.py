@@ -44,7 +44,7 @@ from ticdc_spark.codec.common import (
     row_images,
     temporal_columns,
 )
-from ticdc_spark.codec.compiled import LATIN1, kind_of, text_kind
+from ticdc_spark.codec.compiled import LATIN1, CanalLayout, kind_of, text_kind
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, ClaimCheckStorage, compress, decompress
@@ -265,7 +265,7 @@ class _EncodePlan:
     mysql_types: bytes
     # columns for compiled_values.text_object: (JSON key and colon, name, kind, fsp, formatter)
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
-    layout: tuple[Any, ...]  # what compiled_values.canal_row needs of the plan
+    layout: CanalLayout  # what compiled_values.canal_rows needs of the plan
     promoted_text: dict[int, bytes]  # sqlType by promotion bits, as seen (layout holds it too)
 
 
@@ -364,7 +364,7 @@ class CanalJSONEncoder:
                 names = (last.database, last.table)
             append(Message(None, value, _DISPATCH, *names, 1))
 
-    def _layout(self, schema: TableSchema) -> tuple[Any, ...]:
+    def _layout(self, schema: TableSchema) -> CanalLayout:
         return self._plan(schema, False).layout
 
     def _row_message(self, row: RowChange) -> Message:
@@ -471,7 +471,6 @@ class CanalJSONEncoder:
 # A row message after the plan's prefix ({"id":0,..,"type":"); the _tidb object last.
 _ROW_MESSAGE = b'%s%s","es":%d,"ts":%d,"sql":"","sqlType":%s,"mysqlType":%s,"old":%s,"data":[%s]%s}'
 _INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE  # no enum lookups
-_KINDS = (_INSERT, _UPDATE, _DELETE)
 _DISPATCH = Route.DISPATCH
 
 
@@ -539,7 +538,7 @@ def _build_encode_plan(schema: TableSchema, key_only: bool, full_types: bool) ->
         promotions,
         mysql_types,
         compiled,
-        (compiled, prefix, mysql_types, *_KINDS, constant, promotions, promoted_text),
+        CanalLayout(compiled, prefix, mysql_types, constant, promotions, promoted_text),
         promoted_text,
     )
 

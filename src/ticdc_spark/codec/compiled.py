@@ -14,9 +14,13 @@ encoding kind from the column type.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, ClassVar
 
+from ticdc_spark.model import RowKind
 from ticdc_spark.types import (
     ColumnType,
     Family,
@@ -32,12 +36,77 @@ try:
 except ImportError:  # built without a C compiler
     values = None
 
-__all__ = ["BASE64", "BASE64_TEXT", "CALL", "DECIMAL", "DOUBLE", "FLOAT32", "GO_QUOTED"]
-__all__ += ["INT", "INT_TEXT", "LATIN1", "STR", "kind_of", "native", "text_kind", "values"]
+__all__ = ["BASE64", "BASE64_TEXT", "CALL", "DATE", "DATETIME", "DECIMAL", "DOUBLE", "FLOAT32"]
+__all__ += ["GO_QUOTED", "INT", "INT_TEXT", "LATIN1", "STR", "TIME", "CanalLayout", "Kind"]
+__all__ += ["kind_of", "native", "text_kind", "values"]
 
-# The kinds, as _values.c numbers them.
-STR, INT, INT_TEXT, FLOAT32, DOUBLE, DATE, DATETIME, TIME, LATIN1, DECIMAL, CALL = range(11)
-BASE64, BASE64_TEXT, GO_QUOTED = range(11, 14)
+
+class Kind(IntEnum):
+    """What the compiled loops convert a column's values as (``_values.c`` says how).
+
+    The one definition of the numbers: setup.py compiles them into ``_values.c`` (read from
+    this source, so keep each a plain ``NAME = number``, numbered 0..n-1), which exports
+    them as ``KINDS``; a module built from other numbers is not used (see below)."""
+
+    STR = 0
+    INT = 1
+    INT_TEXT = 2
+    FLOAT32 = 3
+    DOUBLE = 4
+    DATE = 5
+    DATETIME = 6
+    TIME = 7
+    LATIN1 = 8
+    DECIMAL = 9
+    CALL = 10
+    BASE64 = 11
+    BASE64_TEXT = 12
+    GO_QUOTED = 13
+
+
+# The names the codecs import.
+STR = Kind.STR
+INT = Kind.INT
+INT_TEXT = Kind.INT_TEXT
+FLOAT32 = Kind.FLOAT32
+DOUBLE = Kind.DOUBLE
+DATE = Kind.DATE
+DATETIME = Kind.DATETIME
+TIME = Kind.TIME
+LATIN1 = Kind.LATIN1
+DECIMAL = Kind.DECIMAL
+CALL = Kind.CALL
+BASE64 = Kind.BASE64
+BASE64_TEXT = Kind.BASE64_TEXT
+GO_QUOTED = Kind.GO_QUOTED
+
+if values is not None and getattr(values, "KINDS", None) != {k.name: k.value for k in Kind}:
+    # a module built before Kind changed would convert columns as other kinds: never use it
+    warnings.warn(
+        "ticdc_spark._values was built with other kind numbers than "
+        "ticdc_spark.codec.compiled.Kind; rebuild it (the Python loops are used meanwhile)",
+        RuntimeWarning,
+        stacklevel=1,
+    )
+    values = None
+
+
+@dataclass(frozen=True, slots=True)
+class CanalLayout:
+    """What the compiled Canal-JSON writer (``values.canal_rows``) needs of a table's encode
+    plan.  C reads the fields by name once per run of one table's rows."""
+
+    columns: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]  # as text_object
+    prefix: bytes  # the message up to the type's text: {"id":0,...,"type":"
+    mysql_types: bytes  # the mysqlType JSON
+    sql_types: bytes | None  # the sqlType JSON, or None when the row's values promote types
+    promotions: tuple[tuple[str, int, int], ...]  # limits as `values.exceeding` takes them
+    promoted_sql_types: dict[int, bytes]  # sqlType JSON by promotion bits, as seen so far
+    # the row kinds, compared by identity (C has no enum lookups of its own)
+    insert_kind: ClassVar[RowKind] = RowKind.INSERT
+    update_kind: ClassVar[RowKind] = RowKind.UPDATE
+    delete_kind: ClassVar[RowKind] = RowKind.DELETE
+
 
 _KIND_OF: dict[Any, int] = {
     str: STR,
@@ -56,7 +125,7 @@ def native() -> bool:
     return values is not None
 
 
-def kind_of(function: Callable[[Any], Any], own: dict[Any, int] | None = None) -> int:
+def kind_of(function: Callable[[Any], Any], own: Mapping[Any, int] | None = None) -> int:
     """The kind of a column whose values the codec converts with ``function``; ``own`` maps
     the codec's own functions (which must agree with the kind on every value it accepts)."""
     if own is not None and function in own:

@@ -20,11 +20,25 @@ import orjson
 from ticdc_spark.codec.base import Message
 from ticdc_spark.errors import CaptureError
 
-__all__ = ["message_to_record", "read_capture", "read_values", "record_to_message", "write_capture"]
+__all__ = [
+    "message_to_record",
+    "read_capture",
+    "read_json_lines",
+    "read_values",
+    "record_to_message",
+    "write_capture",
+]
 
 
 def read_capture(lines: Iterable[bytes | str], source: str = "") -> Iterator[Message]:
     """Yield the records of a capture file; raises CaptureError naming the line when bad."""
+    for number, obj in read_json_lines(lines, source):
+        yield record_to_message(obj, line=number, source=source)
+
+
+def read_json_lines(lines: Iterable[bytes | str], source: str = "") -> Iterator[tuple[int, Any]]:
+    """Yield (line number, parsed JSON) for each non-blank line of a JSON Lines input;
+    raises CaptureError naming the line when one is not JSON."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -32,7 +46,7 @@ def read_capture(lines: Iterable[bytes | str], source: str = "") -> Iterator[Mes
             obj = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             raise CaptureError(f"not JSON ({exc})", line=number, source=source) from None
-        yield record_to_message(obj, line=number, source=source)
+        yield number, obj
 
 
 def record_to_message(obj: Any, *, line: int | None = None, source: str = "") -> Message:

@@ -16,12 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -31,7 +26,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ticdc_spark.errors import CaptureError, ConfigError
 from ticdc_spark.io.capture import read_capture
-from ticdc_spark.spark.kafka_schema import empty_columns, record_batch, spark_kafka_schema
+from ticdc_spark.spark.kafka_schema import KafkaColumnsSource, empty_columns, record_batch
 
 __all__ = ["CaptureDataSource", "register"]
 
@@ -60,23 +55,6 @@ class _Options:
         self.skip_bad = options.get("onbadrecord", "fail").lower() == "skip"
         if options.get("onbadrecord", "fail").lower() not in ("fail", "skip"):
             raise ConfigError("onBadRecord is fail or skip")
-
-
-class CaptureDataSource(DataSource):
-    """A directory of capture files, with Spark's Kafka-source columns."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "ticdc-capture"
-
-    def schema(self) -> str:
-        return spark_kafka_schema()
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return _BatchReader(_Options(dict(self.options)))
-
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _StreamReader(_Options(dict(self.options)))
 
 
 def _read_file(path: str, skip_bad: bool) -> Iterator[Any]:
@@ -156,3 +134,13 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: files stay where they are."""
+
+
+class CaptureDataSource(KafkaColumnsSource):
+    """A directory of capture files, with Spark's Kafka-source columns."""
+
+    source_name = "ticdc-capture"
+    readers = (_BatchReader, _StreamReader)
+
+    def config(self) -> _Options:
+        return _Options(dict(self.options))

@@ -1,4 +1,4 @@
-"""The columns of Spark's built-in Kafka source, shared by our sources.
+"""The columns of Spark's built-in Kafka source, and the source class, shared by our sources.
 
 Keeping exactly these columns means everything downstream (``decode``) takes our sources and
 Spark's own ``kafka`` source alike.
@@ -6,10 +6,14 @@ Spark's own ``kafka`` source alike.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 
 __all__ = [
     "KAFKA_COLUMNS",
+    "KafkaColumnsSource",
     "arrow_kafka_schema",
     "empty_columns",
     "record_batch",
@@ -31,6 +35,34 @@ SPARK_KAFKA_SCHEMA = (
     "key binary, value binary, topic string, partition int, offset long, "
     "timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>"
 )
+
+
+class KafkaColumnsSource(DataSource):
+    """A Spark source with the columns of Spark's Kafka source, batch and streaming.
+
+    A subclass gives its ``source_name``, its ``readers`` (the batch and the stream reader
+    class, each made from a config) and ``config()``: its options, checked on the driver."""
+
+    source_name: ClassVar[str]
+    readers: ClassVar[
+        tuple[Callable[[Any], DataSourceReader], Callable[[Any], DataSourceStreamReader]]
+    ]
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.source_name
+
+    def config(self) -> Any:
+        raise NotImplementedError
+
+    def schema(self) -> str:
+        return spark_kafka_schema()
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return self.readers[0](self.config())
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return self.readers[1](self.config())
 
 
 def empty_columns() -> dict[str, list[Any]]:

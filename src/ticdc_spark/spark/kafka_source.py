@@ -28,12 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceReader,
-    DataSourceStreamReader,
-    InputPartition,
-)
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -44,7 +39,12 @@ from pyspark.sql.streaming.datasource import (
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.io.kafka import client_config, redact
-from ticdc_spark.spark.kafka_schema import empty_columns, record_batch, spark_kafka_schema
+from ticdc_spark.spark.kafka_schema import (
+    KafkaColumnsSource,
+    empty_columns,
+    record_batch,
+    spark_kafka_schema,
+)
 
 __all__ = ["KafkaDataSource", "register"]
 
@@ -226,24 +226,6 @@ class _Config:
             group_prefix=lowered.get("groupidprefix")
             or ("spark-kafka-relation" if mode == "batch" else "spark-kafka-source"),
         )
-
-
-class KafkaDataSource(DataSource):
-    """Kafka topics with Spark's Kafka-source columns."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "ticdc-kafka"
-
-    def schema(self) -> str:
-        """Spark's Kafka-source columns; ``headers`` only with includeHeaders=true."""
-        return spark_kafka_schema(_include_headers(self.options))
-
-    def reader(self, schema: Any) -> DataSourceReader:
-        return _BatchReader(_Config.parse(self.options, "batch"))
-
-    def streamReader(self, schema: Any) -> DataSourceStreamReader:
-        return _StreamReader(_Config.parse(self.options, "stream"))
 
 
 def _include_headers(options: Mapping[str, str]) -> bool:
@@ -785,3 +767,23 @@ def _append(columns: dict[str, list[Any]], message: Any) -> None:
     columns["timestampType"].append(max(0, kind - 1))  # librdkafka 1/2 -> Spark 0/1
     headers = message.headers()
     columns["headers"].append([{"key": k, "value": v} for k, v in headers] if headers else None)
+
+
+class KafkaDataSource(KafkaColumnsSource):
+    """Kafka topics with Spark's Kafka-source columns (``headers`` only with
+    includeHeaders=true); options checked for a batch or a streaming query."""
+
+    source_name = "ticdc-kafka"
+    readers = (_BatchReader, _StreamReader)
+
+    def config(self) -> _Config:
+        return _Config.parse(self.options)
+
+    def schema(self) -> str:
+        return spark_kafka_schema(_include_headers(self.options))
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return _BatchReader(_Config.parse(self.options, "batch"))
+
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        return _StreamReader(_Config.parse(self.options, "stream"))
