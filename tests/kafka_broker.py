@@ -73,3 +73,38 @@ class Broker:
     def stop(self) -> None:
         self.process.kill()
         self.process.wait(10)
+
+
+class MockCluster:
+    """librdkafka's built-in mock cluster (``test.mock.num.brokers``), living in this process
+    while the object is referenced.  Unlike Tansu it deletes old records: a partition keeps
+    at most 5 MB (older message sets go, as retention deletes segments), and it writes
+    transaction markers.  It creates topics on first use, with 4 partitions."""
+
+    def __init__(self) -> None:
+        import logging
+        import re
+
+        from confluent_kafka import Producer
+
+        lines: list[str] = []
+
+        class _Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                lines.append(record.getMessage())
+
+        logger = logging.getLogger(f"{__name__}.mock.{id(self)}")
+        logger.propagate = False
+        logger.addHandler(_Keep())
+        logger.setLevel(logging.INFO)
+        self._holder = Producer(
+            {"test.mock.num.brokers": 1, "bootstrap.servers": "mock:1", "logger": logger}
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            self._holder.poll(0.1)
+            found = re.search(r"replaced with (\S+)", " ".join(lines))
+            if found:
+                self.bootstrap = found.group(1)
+                return
+        raise RuntimeError("librdkafka's mock cluster did not say where it listens")

@@ -128,8 +128,7 @@ def test_batch_read(spark, kafka_broker: str) -> None:
         "offset",
         "timestamp",
         "timestampType",
-        "headers",
-    ]
+    ]  # Spark's columns; headers only with includeHeaders=true
     rows = frame.collect()
     assert sorted(r.value for r in rows) == sorted(b"v%d" % i for i in range(30))
     assert {(r.partition, r.offset) for r in rows} == {(p, o) for p in range(3) for o in range(10)}

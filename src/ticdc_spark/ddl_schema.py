@@ -361,12 +361,15 @@ def parse_create_table(sql: str, default_database: str = "") -> TableSchema | No
         return None
     columns: list[Column] = []
     indexes: list[Index] = []
+    virtual: list[str] = []
     for element in _split_commas(body):
-        _add_element(_Stream(element, sql), columns, indexes)
-    return _schema(database, table, columns, indexes)
+        _add_element(_Stream(element, sql), columns, indexes, virtual)
+    return _schema(database, table, columns, indexes, virtual=virtual)
 
 
-def _add_element(stream: _Stream, columns: list[Column], indexes: list[Index]) -> None:
+def _add_element(
+    stream: _Stream, columns: list[Column], indexes: list[Index], virtual: list[str]
+) -> None:
     if stream.is_word(*_CONSTRAINT_WORDS):  # a bare keyword: quoted names are "qid"
         index = _constraint(stream)
         if index is not None:
@@ -374,6 +377,7 @@ def _add_element(stream: _Stream, columns: list[Column], indexes: list[Index]) -
         return
     definition = _column_def(stream)
     if definition.virtual:
+        virtual.append(definition.column.name)
         return
     columns.append(definition.column)
     if definition.primary:
@@ -388,13 +392,16 @@ def _schema(
     columns: list[Column],
     indexes: list[Index],
     template: TableSchema | None = None,
+    virtual: list[str] | None = None,
 ) -> TableSchema:
     primary = {n for i in indexes if i.primary for n in i.columns}
     columns = [replace(c, nullable=False) if c.name in primary else c for c in columns]
     table_id = template.table_id if template else 0
     version = template.version if template else 0
+    if virtual is None:
+        virtual = list(template.virtual_columns) if template else []
     return TableSchema(
-        database, table, tuple(columns), tuple(indexes), table_id, version
+        database, table, tuple(columns), tuple(indexes), table_id, version, tuple(virtual)
     ).with_derived_flags()
 
 
@@ -426,10 +433,13 @@ class _Alter:
         self.database, self.table = schema.database, schema.table
         self.columns = list(schema.columns)
         self.indexes = list(schema.indexes)
+        self.virtual = list(schema.virtual_columns)  # VIRTUAL generated columns' names
         self.renamed: dict[str, str] = {}  # new column name -> its name before the statement
 
     def result(self) -> TableSchema:
-        return _schema(self.database, self.table, self.columns, self.indexes, self.template)
+        return _schema(
+            self.database, self.table, self.columns, self.indexes, self.template, self.virtual
+        )
 
     def apply(self, clause: _Stream) -> None:
         if clause.accept("ADD"):
@@ -474,6 +484,7 @@ class _Alter:
 
     def _insert(self, definition: _ColumnDef, position: tuple[str, str] | None) -> None:
         if definition.virtual:
+            self.virtual.append(definition.column.name)
             return
         column = definition.column
         self.columns = [c for c in self.columns if c.name != column.name]
@@ -525,6 +536,7 @@ class _Alter:
             clause.accept("COLUMN")
             name = clause.name().lower()
             self.columns = [c for c in self.columns if c.name.lower() != name]
+            self.virtual = [n for n in self.virtual if n.lower() != name]
             self.indexes = [
                 replace(i, columns=tuple(n for n in i.columns if n.lower() != name))
                 for i in self.indexes

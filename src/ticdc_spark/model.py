@@ -113,6 +113,8 @@ class TableSchema:
     ``version`` is TiDB's schema version of the table (the Simple protocol's
     ``schemaVersion``), 0 when the protocol does not say.  Column flags may come from the wire
     (Open Protocol) or be derived from the indexes with :meth:`with_derived_flags`.
+    ``virtual_columns`` names the table's VIRTUAL generated columns when known (from its
+    DDL): TiCDC never sends them, so they are not in ``columns``.
     """
 
     database: str
@@ -121,6 +123,7 @@ class TableSchema:
     indexes: tuple[Index, ...] = ()
     table_id: int = 0
     version: int = 0
+    virtual_columns: tuple[str, ...] = ()
     _by_name: dict[str, Column] = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -179,7 +182,13 @@ class TableSchema:
             for c in self.columns
         )
         return TableSchema(
-            self.database, self.table, columns, self.indexes, self.table_id, self.version
+            self.database,
+            self.table,
+            columns,
+            self.indexes,
+            self.table_id,
+            self.version,
+            self.virtual_columns,
         )
 
 

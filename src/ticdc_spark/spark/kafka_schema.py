@@ -70,15 +70,19 @@ def empty_columns() -> dict[str, list[Any]]:
     return {name: [] for name in KAFKA_COLUMNS}
 
 
-def spark_kafka_schema() -> str:
-    return SPARK_KAFKA_SCHEMA
+def spark_kafka_schema(include_headers: bool = True) -> str:
+    """The columns as Spark DDL; without ``headers`` as Spark's source with
+    includeHeaders=false."""
+    if include_headers:
+        return SPARK_KAFKA_SCHEMA
+    return SPARK_KAFKA_SCHEMA[: SPARK_KAFKA_SCHEMA.index(", headers")]
 
 
-def arrow_kafka_schema() -> Any:
+def arrow_kafka_schema(include_headers: bool = True) -> Any:
     import pyarrow as pa
 
     header = pa.struct([("key", pa.string()), ("value", pa.binary())])
-    return pa.schema(
+    schema = pa.schema(
         [
             ("key", pa.binary()),
             ("value", pa.binary()),
@@ -90,13 +94,14 @@ def arrow_kafka_schema() -> Any:
             ("headers", pa.list_(header)),
         ]
     )
+    return schema if include_headers else schema.remove(schema.get_field_index("headers"))
 
 
-def record_batch(columns: dict[str, list[Any]]) -> Any:
+def record_batch(columns: dict[str, list[Any]], include_headers: bool = True) -> Any:
     """An Arrow batch from column lists; timestamps are milliseconds since the epoch."""
     import pyarrow as pa
 
-    schema = arrow_kafka_schema()
+    schema = arrow_kafka_schema(include_headers)
     millis = pa.array(columns["timestamp"], pa.int64())
     arrays = []
     for field in schema:

@@ -74,10 +74,19 @@ def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
     )
 
 
-def read_source(spark: Any, source: str, options: Mapping[str, str] | None = None) -> Any:
-    """A streaming DataFrame with Spark's Kafka-source columns for a source spec."""
+def read_source(
+    spark: Any,
+    source: str,
+    options: Mapping[str, str] | None = None,
+    checkpoint: str | None = None,
+) -> Any:
+    """A streaming DataFrame with Spark's Kafka-source columns for a source spec.  With a
+    ``checkpoint`` (the pipeline's), a Kafka source keeps the initial offsets it resolved
+    there, so a restart re-running batch 0 starts where the first run did."""
     options = dict(options or {})
     if is_kafka_uri(source):
+        if checkpoint is not None and not any(k.lower() == "initialoffsetspath" for k in options):
+            options["initialOffsetsPath"] = str(Path(checkpoint) / "kafka-initial-offsets.json")
         from ticdc_spark.spark.kafka_source import register
 
         register(spark)
@@ -290,7 +299,7 @@ def run(
     spark: Any, config: PipelineConfig, on_batch: Callable[[BatchReport], None] | None = None
 ) -> None:
     """Run the pipeline until it has consumed everything (trigger once) or is stopped."""
-    source_df = read_source(spark, config.source, config.source_options)
+    source_df = read_source(spark, config.source, config.source_options, config.checkpoint)
     query = start(spark, source_df, config, on_batch)
     try:
         query.awaitTermination()
