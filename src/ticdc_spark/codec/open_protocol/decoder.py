@@ -264,7 +264,7 @@ def _wire_column(name: str, raw: Any) -> tuple[Column, Any, Dialect]:
     legacy = flags is None
     if not legacy and type(flags) is not int:
         raise DecodeError(f"column {name!r} has a bad flag {flags!r}")
-    bits = ColumnFlag.NONE if legacy else ColumnFlag(flags & 0xFF)
+    bits = ColumnFlag.NONE if flags is None else ColumnFlag(flags & 0xFF)
     if handle is True:
         bits |= ColumnFlag.HANDLE_KEY
     nullable = bool(bits & ColumnFlag.NULLABLE) or legacy

@@ -108,7 +108,7 @@ _ENCODERS: dict[Family, Factory] = {
 }
 
 # The compiled kinds of the encoders above that are not MySQL's text formatters.
-_ENCODE_KINDS = {
+_ENCODE_KINDS: dict[Any, int] = {
     _identity: INT,
     _json_float32: FLOAT32,
     _json_float64: DOUBLE,
