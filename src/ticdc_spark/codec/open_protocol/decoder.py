@@ -113,6 +113,7 @@ class OpenProtocolDecoder(DecoderBase):
     def __init__(self, options: OpenProtocolOptions | None = None) -> None:
         self.options = options or OpenProtocolOptions()
         self._large = LargeMessages(PROTOCOL, self.options)
+        self._compressed = self._large.compression != "none"
         self._plans: LRUCache[tuple[Any, ...], _RowPlan] = LRUCache()
         self._last: tuple[Any, _RowPlan | None] = (None, None)  # (cache key, plan) last used
         self._fsp = TemporalFsp()
@@ -139,14 +140,15 @@ class OpenProtocolDecoder(DecoderBase):
             return Watermark(ts)
         if value is None:
             raise DecodeError("key has more entries than value")
-        value = self._large.decompress(value)
+        if self._compressed:
+            value = self._large.decompress(value)
         if kind == DDL:
             return _ddl_event(key, value, ts)
         if kind != ROW:
             raise DecodeError(f"unknown event type t={kind!r}")
         if key.get("ccl"):
             return self._claim_checked(key, side)
-        return self._row(key, require_dict(row_value(value), "row value"), ts, side)
+        return self._row(key, row_value(value), ts, side)
 
     def _claim_checked(self, key: dict[str, Any], side: _Side) -> _Item:
         full_key, full_value = self._large.fetch(expect_str(key["ccl"]))
@@ -156,22 +158,24 @@ class OpenProtocolDecoder(DecoderBase):
         return items[0]
 
     def _row(self, key: dict[str, Any], value: dict[str, Any], ts: int, side: _Side) -> _Row:
-        kind, columns, old_raw = _row_columns(value)
-        plan, image, old_image = self._images(key, columns, old_raw, side)
+        deleted = value.get("d")
+        if deleted:
+            kind, columns, old = _DELETE, require_dict(deleted, "d"), None
+        else:
+            columns = require_dict(value.get("u"), "u")
+            old = value.get("p")
+            kind = _INSERT if old is None else _UPDATE
+            old = None if old is None else require_dict(old, "p")
+        plan, image, old_image = self._images(key, columns, old, side)
         schema = plan.schema
         if plan.temporal and side is _CANONICAL:
-            schema = self._fsp.apply(schema, plan.temporal, (columns, old_raw), "v")
-        before: Any = None
-        after: Any = None
-        if kind is _DELETE:
-            before = image
-        else:
-            after = image
-            if old_image is not None:
-                before = {**after, **old_image}  # p may hold only the changed columns
+            schema = self._fsp.apply(schema, plan.temporal, (columns, old), "v")
         partition = key.get("ptn")
         ptn = partition if type(partition) is int else None
-        return (kind, schema, ts, before, after, bool(key.get("ohk")), ptn)
+        if kind is _DELETE:
+            return (kind, schema, ts, image, None, bool(key.get("ohk")), ptn)
+        before = None if old_image is None else {**image, **old_image}  # p: maybe only changes
+        return (kind, schema, ts, before, image, bool(key.get("ohk")), ptn)
 
     def _images(
         self, key: dict[str, Any], columns: dict[str, Any], old: dict[str, Any] | None, side: _Side
@@ -212,17 +216,6 @@ def _ddl_event(key: dict[str, Any], value: bytes, ts: int) -> DDLEvent:
     obj = require_dict(loads(value, "DDL value"), "DDL value")
     kind = DDLType(int(obj.get("t") or 0))
     return DDLEvent(kind, expect_str(obj["q"]), ts, str_field(key, "scm"), str_field(key, "tbl"))
-
-
-def _row_columns(value: dict[str, Any]) -> tuple[RowKind, dict[str, Any], dict[str, Any] | None]:
-    """(kind, the columns of "u" or "d", those of "p") of a row value."""
-    deleted = value.get("d")
-    if deleted:
-        return _DELETE, require_dict(deleted, "d"), None
-    columns = require_dict(value.get("u"), "u")
-    if value.get("p") is None:
-        return _INSERT, columns, None
-    return _UPDATE, columns, require_dict(value["p"], "p")
 
 
 def _fresh_images(
@@ -281,18 +274,20 @@ def _wire_column(name: str, raw: Any) -> tuple[Column, Any, Dialect]:
 
 
 def _image(readers: _Readers, columns: dict[str, Any]) -> dict[str, Any]:
-    """A row image from its wire columns, by one set of readers.
-
-    The compiled loop builds it when it is installed and the row is plainly right; this
-    Python loop gives the same image or the precise error.  It runs once per column of every
-    row, so it is kept flat: string and integer columns are read inline (reader ``None`` and
-    ``_INTEGER``), and the try covers the whole loop (free until it raises).
-    """
+    """A row image from its wire columns, by one set of readers: by the compiled loop when
+    it is installed and the row is plainly right, else by :func:`_python_image`, which gives
+    the same image or the precise error."""
     if compiled_values is not None:
         image = compiled_values.column_image(readers.compiled, columns, _ANY)
         if image is not None:
             return image  # type: ignore[no-any-return]
-    entries = readers.columns
+    return _python_image(readers.columns, columns)
+
+
+def _python_image(entries: dict[str, Any], columns: dict[str, Any]) -> dict[str, Any]:
+    """It runs once per column of every row the compiled loop does not take, so it is kept
+    flat: string and integer columns are read inline (reader ``None`` and ``_INTEGER``), and
+    the try covers the whole loop (free until it raises)."""
     out: dict[str, Any] = {}
     name = ""
     try:

@@ -58,6 +58,7 @@ from ticdc_spark.model import (
 __all__ = ["OpenProtocolEncoder"]
 
 _UPDATE, _DELETE = RowKind.UPDATE, RowKind.DELETE  # no enum lookups per row
+_ROW_KEY = b'{"ts":%%d%%s%%s,"t":%d%%s}' % ROW  # key_json's layout for a row
 
 # A column for compiled_values.column_object: (its JSON up to "v":, name, kind, fsp, encoder).
 _CompiledColumn = tuple[bytes, str, int, int, Callable[[Any], Any]]
@@ -160,6 +161,7 @@ class OpenProtocolEncoder:
     def __init__(self, options: OpenProtocolOptions | None = None) -> None:
         self.options = options or OpenProtocolOptions()
         self._large = LargeMessages(PROTOCOL, self.options)
+        self._compressing = self._large.compression != "none"
         self._plans: LRUCache[int, tuple[TableSchema, _TablePlan]] = LRUCache()
         self._last: tuple[TableSchema | None, _TablePlan | None] = (None, None)  # last used
 
@@ -168,7 +170,12 @@ class OpenProtocolEncoder:
         batch = _Batch()
         for event in events:
             if isinstance(event, RowChange):
-                self._append_row(event, batch, out)
+                try:
+                    self._append_row(event, batch, out)
+                except TiCDCSparkError:
+                    raise
+                except INPUT_ERRORS as error:  # a wrong-typed value met a formatter
+                    raise row_encode_error(PROTOCOL, event, error) from error
                 continue
             batch.flush_into(out)
             message = self._event_message(event)
@@ -180,13 +187,11 @@ class OpenProtocolEncoder:
     # rows ---------------------------------------------------------------------------------
 
     def _append_row(self, row: RowChange, batch: _Batch, out: list[Message]) -> None:
-        try:
-            key, value = self._row_entry(row)
-        except TiCDCSparkError:
-            raise
-        except INPUT_ERRORS as error:  # a wrong-typed value met a formatter
-            raise row_encode_error(PROTOCOL, row, error) from error
+        key, value = self._row_json(row)
         size = ENTRY_PREFIXES + len(key) + len(value)
+        if not self._large.fits(VERSION_PREFIX + size):  # too large for a message of its own
+            key, value = self._shrunk(row, key, value)
+            size = ENTRY_PREFIXES + len(key) + len(value)
         opts = self.options
         if batch.rows and (
             batch.rows >= opts.max_batch_size or batch.size + size > opts.max_message_bytes
@@ -194,13 +199,9 @@ class OpenProtocolEncoder:
             batch.flush_into(out)
         batch.add(key, value, size, row)
 
-    def _row_entry(self, row: RowChange) -> tuple[bytes, bytes]:
-        """The row's key and value JSON; only its handle-key columns when it is too large
-        for a message of its own."""
-        key, value = self._row_json(row)
-        size = _alone_size(key, value)
-        if self._large.fits(size):
-            return key, value
+    def _shrunk(self, row: RowChange, key: bytes, value: bytes) -> tuple[bytes, bytes]:
+        """The row with only its handle-key columns (LargeMessages.shrink: the error, or the
+        full row stored for claim-check)."""
 
         def full() -> tuple[bytes | None, bytes]:
             return frame_key([key]), frame_values([value])
@@ -209,15 +210,19 @@ class OpenProtocolEncoder:
             small_key, small_value = self._row_json(row, large_marks(location))
             return small_key, small_value, _alone_size(small_key, small_value)
 
-        small_key, small_value = self._large.shrink(row, size, full, small)
+        small_key, small_value = self._large.shrink(row, _alone_size(key, value), full, small)
         return small_key or b"", small_value
 
     def _row_json(self, row: RowChange, marks: bytes = b"") -> tuple[bytes, bytes]:
         """Key and value JSON of a row; with ``marks`` (the large-message key members) the
         value holds only the handle-key columns."""
         plan = self._plan(row.schema)
-        value = self._large.compress(self._row_value(row, plan, key_only=bool(marks)))
-        return key_json(row.commit_ts, ROW, plan.key_names, row.partition_id, marks), value
+        value = self._row_value(row, plan, key_only=bool(marks))
+        if self._compressing:
+            value = self._large.compress(value)
+        partition = row.partition_id  # (key_json, written out: this runs once per row)
+        ptn = b"" if partition is None else b',"ptn":%d' % partition
+        return _ROW_KEY % (row.commit_ts, plan.key_names, ptn, marks), value
 
     def _row_value(self, row: RowChange, plan: _TablePlan, key_only: bool) -> bytes:
         kind = row.kind

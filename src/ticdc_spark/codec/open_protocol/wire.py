@@ -79,7 +79,10 @@ def batch(key: bytes, value: bytes) -> Iterator[tuple[dict[str, Any], bytes | No
         raise DecodeError(f"unsupported batch version {version} (expected 1)")
     values = entries(value, 0, "value")
     for key_json in entries(key, 8, "key"):
-        yield require_dict(loads(key_json, "event key"), "event key"), next(values, None)
+        key_obj = loads(key_json, "event key")
+        if type(key_obj) is not dict:
+            require_dict(key_obj, "event key")  # (the error; called only then: once per row)
+        yield key_obj, next(values, None)
     if next(values, None) is not None:
         raise DecodeError("value has more entries than key")
 
@@ -144,7 +147,7 @@ def str_field(obj: dict[str, Any], name: str) -> str:
 _NEGATIVE_ZERO = re.compile(rb"[:\[,]\s*-0(?![.0-9eE])")
 
 
-def row_value(value: bytes) -> Any:
+def row_value(value: bytes) -> dict[str, Any]:
     """A row event's value object, keeping a negative zero's sign (orjson checks the JSON;
     the standard parser, told to read -0 as a float, runs only when the text holds one)."""
     obj = loads(value, "row value")
@@ -152,7 +155,9 @@ def row_value(value: bytes) -> Any:
     # the decoding; Go writes no space after the colon)
     if b":-0" in value and _NEGATIVE_ZERO.search(value):
         obj = json.loads(value, parse_int=lambda text: -0.0 if text == "-0" else int(text))
-    return obj
+    if type(obj) is not dict:
+        require_dict(obj, "row value")  # (the error)
+    return obj  # type: ignore[no-any-return]
 
 
 # --------------------------------------------------------------------------------------------
