@@ -158,14 +158,15 @@ class OpenProtocolDecoder(DecoderBase):
         return items[0]
 
     def _row(self, key: dict[str, Any], value: dict[str, Any], ts: int, side: _Side) -> _Row:
-        deleted = value.get("d")
+        """A row event: "d" (DELETE), or "u" with "p" (UPDATE) or without (INSERT)."""
+        deleted, sent_old = value.get("d"), value.get("p")
+        old: dict[str, Any] | None = None
         if deleted:
-            kind, columns, old = _DELETE, require_dict(deleted, "d"), None
+            kind, columns = _DELETE, require_dict(deleted, "d")
         else:
             columns = require_dict(value.get("u"), "u")
-            old = value.get("p")
-            kind = _INSERT if old is None else _UPDATE
-            old = None if old is None else require_dict(old, "p")
+            kind = _INSERT if sent_old is None else _UPDATE
+            old = None if sent_old is None else require_dict(sent_old, "p")
         plan, image, old_image = self._images(key, columns, old, side)
         schema = plan.schema
         if plan.temporal and side is _CANONICAL:
