@@ -14,9 +14,7 @@ changelog sink, skipping the canonical value where the wire already holds the te
 from __future__ import annotations
 
 import binascii
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 from ticdc_spark.codec.base import DecoderBase, Message, RowSink
@@ -91,14 +89,12 @@ class _RowPlan:
 
     schema: TableSchema
     temporal: tuple[str, ...]
-    canonical: _Readers
-    text: _Readers
+    readers: tuple[_Readers, _Readers]  # by side: to canonical values, to changelog text
 
 
-# Which readers a sink wants (RowSink.text).
-_Side = Callable[[_RowPlan], _Readers]
-_CANONICAL: _Side = attrgetter("canonical")
-_TEXT: _Side = attrgetter("text")
+# Which readers a sink wants (RowSink.text): an index into _RowPlan.readers.
+_Side = int
+_CANONICAL, _TEXT = 0, 1
 
 
 class _ShapeChanged(Exception):
@@ -169,7 +165,7 @@ class OpenProtocolDecoder(DecoderBase):
             old = None if sent_old is None else require_dict(sent_old, "p")
         plan, image, old_image = self._images(key, columns, old, side)
         schema = plan.schema
-        if plan.temporal and side is _CANONICAL:
+        if plan.temporal and side == _CANONICAL:
             schema = self._fsp.apply(schema, plan.temporal, (columns, old), "v")
         partition = key.get("ptn")
         ptn = partition if type(partition) is int else None
@@ -189,12 +185,12 @@ class OpenProtocolDecoder(DecoderBase):
         try:
             if plan is None:
                 raise _ShapeChanged
-            readers = side(plan)
+            readers = plan.readers[side]
             image = _image(readers, columns)
             old_image = _image(readers, old) if old is not None else None
         except _ShapeChanged:
             plan = self._plans.put(cache_key, _build_plan(key, columns))
-            image, old_image = _fresh_images(side(plan), columns, old)
+            image, old_image = _fresh_images(plan.readers[side], columns, old)
         self._last = (cache_key, plan)
         return plan, image, old_image
 
@@ -206,9 +202,19 @@ def _hand_over(items: list[_Item], sink: RowSink, topic: str, partition: int, of
         if type(item) is tuple:
             kind, schema, ts, before, after, key_only, partition_id = item
             where = (topic, partition, offset, seq)
-            add_row(
-                kind, schema, ts, before, after, where, key_only=key_only, partition_id=partition_id
-            )
+            if key_only or partition_id is not None:
+                add_row(
+                    kind,
+                    schema,
+                    ts,
+                    before,
+                    after,
+                    where,
+                    key_only=key_only,
+                    partition_id=partition_id,
+                )
+            else:  # (the defaults: a call without keywords costs less, once per row)
+                add_row(kind, schema, ts, before, after, where)
         else:
             sink.add_events([item], topic, partition, offset, seq)  # type: ignore[list-item]
 
@@ -244,7 +250,7 @@ def _build_plan(key: dict[str, Any], wire: dict[str, Any]) -> _RowPlan:
         canonical.add(name, code, flags, check, dialect.decoder(column.type))
         text.add(name, code, flags, check, dialect.text(column.type))
     schema = TableSchema(str_field(key, "scm"), str_field(key, "tbl"), tuple(columns))
-    return _RowPlan(schema, temporal_columns(schema), canonical, text)
+    return _RowPlan(schema, temporal_columns(schema), (canonical, text))
 
 
 def _wire_column(name: str, raw: Any) -> tuple[Column, Any, Dialect]:
