@@ -200,19 +200,10 @@ def _hand_over(items: list[_Item], sink: RowSink, topic: str, partition: int, of
     add_row = sink.add_row
     for seq, item in enumerate(items):
         if type(item) is tuple:
-            kind, schema, ts, before, after, key_only, partition_id = item
+            kind, schema, ts, before, after, key_only, ptn = item
             where = (topic, partition, offset, seq)
-            if key_only or partition_id is not None:
-                add_row(
-                    kind,
-                    schema,
-                    ts,
-                    before,
-                    after,
-                    where,
-                    key_only=key_only,
-                    partition_id=partition_id,
-                )
+            if key_only or ptn is not None:
+                add_row(kind, schema, ts, before, after, where, key_only=key_only, partition_id=ptn)
             else:  # (the defaults: a call without keywords costs less, once per row)
                 add_row(kind, schema, ts, before, after, where)
         else:
