@@ -59,7 +59,7 @@ _INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE  # no
 
 _ANY = object()  # "h" is not checked when "f" (which carries the handle bit) is present
 _INTEGER = object()  # an integer column: int values are read inline
-# Readers :func:`_image` inlines for the two commonest kinds of column (None: a string).
+# Readers :func:`_python_image` inlines for the two commonest kinds of column (None: a string).
 _INLINE: dict[Any, Any] = {STRING_DECODER: None, INTEGER_DECODER: _INTEGER}
 
 # A row decoded, before the sink takes it (a message goes to the sink whole or not at all):
@@ -72,7 +72,7 @@ _Item = _Row | DDLEvent | Watermark
 class _Readers:
     """One way of reading a table shape's wire values: to canonical values or to text."""
 
-    # name -> (type code, flag, handle check, wire -> value, or a reader _image inlines)
+    # name -> (type code, flag, handle check, wire -> value or a reader _python_image inlines)
     columns: dict[str, tuple[Any, Any, Any, Any]] = field(default_factory=dict)
     # the same for compiled_values.column_image: (type code, flag, handle, kind, wire -> value)
     compiled: dict[str, tuple[Any, ...]] = field(default_factory=dict)

@@ -47,7 +47,7 @@ from ticdc_spark.codec.open_protocol.wire import expect_str, type_code
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.types import BLOB_CODES, ColumnType, Family, parse_decimal, to_float32
 
-__all__ = ["CURRENT", "DECODE_KINDS", "LEGACY", "encode_kind"]
+__all__ = ["CURRENT", "DECODE_KINDS", "LEGACY", "WRITTEN_AS_IS", "encode_kind"]
 
 _WHOLE_NUMBERS = (Family.INTEGER, Family.YEAR, Family.ENUM, Family.SET, Family.BIT)
 
@@ -106,6 +106,9 @@ _ENCODERS: dict[Family, Factory] = {
     Family.BYTES: _by_code(constant(_to_base64), constant(go_quote)),
     Family.UNKNOWN: constant(_unknown_to_wire),
 }
+
+# The encoder the encoder's Python loop skips (the value is written as is).
+WRITTEN_AS_IS = _identity
 
 # The compiled kinds of the encoders above that are not MySQL's text formatters.
 _ENCODE_KINDS: dict[Any, int] = {
@@ -285,7 +288,5 @@ DECODE_KINDS = {
     _text_from_base64: BASE64_TEXT,
     _from_go_quoted: GO_QUOTED,
 }
-# The decoders the decoder's Python loop reads inline (see decoder._image).
+# The decoders the decoder's Python loop reads inline (see decoder._python_image).
 STRING_DECODER, INTEGER_DECODER = expect_str, _lenient_int
-# The encoder the encoder's Python loop skips (the value is written as is).
-WRITTEN_AS_IS = _identity
