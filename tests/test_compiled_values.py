@@ -35,6 +35,7 @@ from ticdc_spark.codec import (
     compiled,
     make_decoder,
     make_encoder,
+    protocols,
 )
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.open_protocol import dialect as open_dialect
@@ -198,6 +199,7 @@ def _outcome(protocol: str, message: Message) -> Any:
 
 def _compiled_users() -> list[types.ModuleType]:
     """Every codec module that calls the compiled loops (its ``compiled_values``)."""
+    protocols()  # (imports every protocol's modules)
     return [
         module
         for name, module in sorted(sys.modules.items())

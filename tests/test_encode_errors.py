@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from strategies import row_changes
-from ticdc_spark.codec import make_decoder, make_encoder
+from ticdc_spark.codec import make_decoder, make_encoder, protocols
 from ticdc_spark.errors import EncodeError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema
 from ticdc_spark.types import parse_column_type, value_misfit
@@ -80,6 +80,7 @@ def test_a_wrong_typed_value_names_its_column(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if not compiled:
+        protocols()  # (imports every protocol's modules)
         for name, module in list(sys.modules.items()):
             if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values"):
                 monkeypatch.setattr(module, "compiled_values", None)
