@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import decimal
 import os
+import sys
 import time
 import types
 from decimal import Decimal
@@ -34,9 +35,12 @@ from ticdc_spark.codec import (
     compiled,
     make_decoder,
     make_encoder,
-    open_protocol,
+    protocols,
 )
 from ticdc_spark.codec.gotext import go_json
+from ticdc_spark.codec.open_protocol import dialect as open_dialect
+from ticdc_spark.codec.open_protocol import encoder as open_encoder
+from ticdc_spark.codec.open_protocol import wire as open_wire
 from ticdc_spark.errors import DecodeError, EncodeError
 from ticdc_spark.model import Column, RowChange, TableSchema
 from ticdc_spark.types import parse_column_type
@@ -58,7 +62,7 @@ def test_the_compiled_loops_are_built_where_ci_requires_them() -> None:
 PAIRS = sorted(
     {
         (function, compiled.kind_of(function, own))
-        for own in (canal_json._OWN_KINDS, open_protocol._OWN_KINDS, None)
+        for own in (canal_json._OWN_KINDS, open_dialect.DECODE_KINDS, None)
         for function in (*compiled._KIND_OF, *(own or {}))
     },
     key=lambda pair: (pair[1], getattr(pair[0], "__name__", "")),
@@ -193,8 +197,18 @@ def _outcome(protocol: str, message: Message) -> Any:
         return ("error", exc.reason)
 
 
+def _compiled_users() -> list[types.ModuleType]:
+    """Every codec module that calls the compiled loops (its ``compiled_values``)."""
+    protocols()  # (imports every protocol's modules)
+    return [
+        module
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values")
+    ]
+
+
 def _without_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (canal_json, open_protocol, common):
+    for module in _compiled_users():
         monkeypatch.setattr(module, "compiled_values", None)
 
 
@@ -220,7 +234,7 @@ class _Counting:
 def test_decoders_give_the_same_events_without_the_compiled_loops(protocol, monkeypatch) -> None:
     messages = _workload_messages(protocol)
     counting = _Counting()
-    for module in (canal_json, open_protocol, common):
+    for module in _compiled_users():
         monkeypatch.setattr(module, "compiled_values", counting)
     fast = [_outcome(protocol, m) for m in messages]
     rows = sum(events.count("RowChange(") for events in fast)
@@ -237,7 +251,7 @@ def _changelog(protocol: str, messages: tuple[Message, ...]) -> list[dict[str, A
     decoder = make_decoder(protocol, PROTOCOLS[protocol])
     builder = ChangelogBuilder()
     for message in messages:
-        decoder.decode_changelog(message, builder)
+        decoder.decode_into(message, builder)
     return builder.to_batch().to_pylist()  # type: ignore[no-any-return]
 
 
@@ -261,10 +275,10 @@ def test_mutated_messages_decode_the_same_without_the_compiled_loops(protocol, d
     messages = _workload_messages(protocol)
     message = data.draw(st.sampled_from([m for m in messages if m.value]))
     if protocol == "open-protocol":  # mutate one JSON entry, keep the framing right
-        entries = list(open_protocol._entries(message.value, 0, "value"))
+        entries = list(open_wire.entries(message.value, 0, "value"))
         i = data.draw(st.integers(0, len(entries) - 1))
         entries[i] = _mutations(entries[i], data.draw)
-        mutated = Message(message.key, open_protocol._frame_values(entries))
+        mutated = Message(message.key, open_wire.frame_values(entries))
     else:
         mutated = Message(None, _mutations(message.value, data.draw))
     fast = _outcome(protocol, mutated)
@@ -379,7 +393,7 @@ def test_encoders_write_the_same_bytes_without_the_compiled_loops(
 ) -> None:
     rows = [e for e in Workload(seed=9, rows=400, tables=2).events() if isinstance(e, RowChange)]
     counting = _Counting()
-    for module in (canal_json, open_protocol, common):
+    for module in _compiled_users():
         monkeypatch.setattr(module, "compiled_values", counting)
     fast = _encoded(protocol, rows, options)
     assert len(fast) > 10
@@ -445,11 +459,11 @@ OPEN_TYPES = [*ENCODE_TYPES, "char(4) binary", "varbinary(8)", "text", "mediumbl
 @example(value=b'a"b\\c<')
 def test_each_open_protocol_value_is_the_encoders_own(sql: str, value: Any) -> None:
     schema = TableSchema("d", "t", (Column("c", parse_column_type(sql)),))
-    plan = open_protocol.OpenProtocolEncoder()._plan(schema)
+    plan = open_encoder.OpenProtocolEncoder()._plan(schema)
     with pytest.MonkeyPatch.context() as monkeypatch:
         _without_compiled(monkeypatch)
         try:
-            expected = open_protocol._columns_json(plan, {"c": value})
+            expected = open_encoder._columns_json(plan, {"c": value})
         except (*common.INPUT_ERRORS, orjson.JSONEncodeError, EncodeError):
             expected = None
     got = compiled.values.column_object(plan.compiled, {"c": value})
@@ -463,14 +477,14 @@ def test_go_quoting_matches_gotext_on_every_two_byte_string_and_many_code_points
     """Go-quoting decides per byte whether UTF-8 is well formed and per code point whether
     it is printable: every pair of bytes and a spread of code points are compared."""
     schema = TableSchema("d", "t", (Column("c", parse_column_type("varbinary(8)")),))
-    plan = open_protocol.OpenProtocolEncoder()._plan(schema)
+    plan = open_encoder.OpenProtocolEncoder()._plan(schema)
     samples = [bytes((a, b)) for a in range(256) for b in range(256)]
     samples += [chr(c).encode() for c in range(0x80, 0x110000, 97) if not 0xD800 <= c < 0xE000]
     samples += [b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\x80", b"a\n"]
     got = [compiled.values.column_object(plan.compiled, {"c": s}) for s in samples]
     with pytest.MonkeyPatch.context() as monkeypatch:
         _without_compiled(monkeypatch)
-        assert got == [open_protocol._columns_json(plan, {"c": s}) for s in samples]
+        assert got == [open_encoder._columns_json(plan, {"c": s}) for s in samples]
 
 
 @needs_compiled

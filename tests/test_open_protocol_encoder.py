@@ -260,7 +260,7 @@ def test_a_negative_zero_keeps_its_sign() -> None:
     assert [math.copysign(1.0, got.after[c]) for c in "df"] == [-1.0, -1.0]
     assert got.after["id"] == 0 and type(got.after["id"]) is int and got.after["s"] == ":-0"
     builder = ChangelogBuilder()
-    make_decoder("open-protocol", {}).decode_changelog(message, builder)
+    make_decoder("open-protocol", {}).decode_into(message, builder)
     (image,) = builder.to_batch().column("after").to_pylist()
     assert dict(image)["d"] in ("-0", "-0.0") and dict(image)["f"] in ("-0", "-0.0")
 
