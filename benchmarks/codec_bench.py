@@ -18,21 +18,14 @@ from __future__ import annotations
 import argparse
 import gc
 import struct
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from ticdc_spark.codec import (
-    Message,
-    canal_json,
-    common,
-    compiled,
-    make_decoder,
-    make_encoder,
-    open_protocol,
-)
+from ticdc_spark.codec import Message, compiled, make_decoder, make_encoder, protocols
 from ticdc_spark.model import RowChange, TableSchema
 from ticdc_spark.workload import Workload, alltypes_schema, sbtest_schema
 
@@ -64,6 +57,17 @@ def json_documents(protocol: str, messages: list[Message]) -> list[bytes]:
                     docs.append(data[pos + 8 : pos + 8 + length])
                 pos += 8 + length
     return docs
+
+
+def compiled_users() -> list[Any]:
+    """Every codec module that calls the compiled loops (None in its ``compiled_values``
+    switches them off)."""
+    protocols()  # (imports every built-in codec)
+    return [
+        module
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values")
+    ]
 
 
 def _drain(results: Any) -> None:
@@ -117,7 +121,7 @@ def main() -> None:
     parser.add_argument("--python", action="store_true", help="the Python loops only")
     args = parser.parse_args()
     if args.python:
-        for module in (canal_json, common, open_protocol):
+        for module in compiled_users():
             module.compiled_values = None  # type: ignore[attr-defined]
     print(f"codecs' compiled loops: {'off' if args.python else compiled.native()}")
 

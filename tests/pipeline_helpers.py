@@ -73,12 +73,8 @@ def interleave(messages: list[Message], seed: int, chunk: int) -> Iterator[list[
 def changelog(messages: list[Message], protocol: str, options: dict[str, str]) -> Any:
     decoder = make_decoder(protocol, options)
     builder = ChangelogBuilder()
-    fast = getattr(decoder, "decode_changelog", None)
     for m in messages:
-        if fast is not None:
-            fast(m, builder)
-        else:
-            builder.add_events(decoder.decode(m), m.topic, m.partition or 0, m.offset or 0)
+        decoder.decode_into(m, builder)
     import pyarrow as pa
 
     return pa.Table.from_batches([builder.to_batch()])

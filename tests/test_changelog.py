@@ -25,7 +25,7 @@ def _both_ways(protocol: str, options: dict, rows: list) -> tuple[pa.Table, pa.T
     fast, generic = ChangelogBuilder(), ChangelogBuilder()
     for offset, message in enumerate(make_encoder(protocol, options).encode(rows)):
         message.topic, message.partition, message.offset = "t", 0, offset
-        decoder.decode_changelog(message, fast)  # type: ignore[attr-defined]
+        decoder.decode_into(message, fast)
         generic.add_events(decoder.decode(message), "t", 0, offset)
     return (pa.Table.from_batches([fast.to_batch()]), pa.Table.from_batches([generic.to_batch()]))
 

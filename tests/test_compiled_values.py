@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import decimal
 import os
+import sys
 import time
 import types
 from decimal import Decimal
@@ -29,13 +30,14 @@ from strategies import row_changes
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import (
     Message,
-    canal_json,
     common,
     compiled,
     make_decoder,
     make_encoder,
     open_protocol,
+    protocols,
 )
+from ticdc_spark.codec.canal_json import dialect as canal_dialect
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.errors import DecodeError, EncodeError
 from ticdc_spark.model import Column, RowChange, TableSchema
@@ -58,7 +60,7 @@ def test_the_compiled_loops_are_built_where_ci_requires_them() -> None:
 PAIRS = sorted(
     {
         (function, compiled.kind_of(function, own))
-        for own in (canal_json._OWN_KINDS, open_protocol._OWN_KINDS, None)
+        for own in (canal_dialect.OWN_KINDS, open_protocol._OWN_KINDS, None)
         for function in (*compiled._KIND_OF, *(own or {}))
     },
     key=lambda pair: (pair[1], getattr(pair[0], "__name__", "")),
@@ -193,9 +195,24 @@ def _outcome(protocol: str, message: Message) -> Any:
         return ("error", exc.reason)
 
 
+def compiled_users() -> list[types.ModuleType]:
+    """Every codec module that calls the compiled loops (its ``compiled_values`` switches
+    them off when None)."""
+    protocols()  # (imports every built-in codec)
+    return [
+        module
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values")
+    ]
+
+
+def _set_compiled(monkeypatch: pytest.MonkeyPatch, loops: Any) -> None:
+    for module in compiled_users():
+        monkeypatch.setattr(module, "compiled_values", loops)
+
+
 def _without_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in (canal_json, open_protocol, common):
-        monkeypatch.setattr(module, "compiled_values", None)
+    _set_compiled(monkeypatch, None)
 
 
 class _Counting:
@@ -220,8 +237,7 @@ class _Counting:
 def test_decoders_give_the_same_events_without_the_compiled_loops(protocol, monkeypatch) -> None:
     messages = _workload_messages(protocol)
     counting = _Counting()
-    for module in (canal_json, open_protocol, common):
-        monkeypatch.setattr(module, "compiled_values", counting)
+    _set_compiled(monkeypatch, counting)
     fast = [_outcome(protocol, m) for m in messages]
     rows = sum(events.count("RowChange(") for events in fast)
     assert rows >= 300
@@ -237,7 +253,7 @@ def _changelog(protocol: str, messages: tuple[Message, ...]) -> list[dict[str, A
     decoder = make_decoder(protocol, PROTOCOLS[protocol])
     builder = ChangelogBuilder()
     for message in messages:
-        decoder.decode_changelog(message, builder)
+        decoder.decode_into(message, builder)
     return builder.to_batch().to_pylist()  # type: ignore[no-any-return]
 
 
@@ -338,7 +354,7 @@ _canonical = st.one_of(
 @example(value=Decimal("1E+5"))
 def test_each_text_is_the_formatters_own(sql: str, value: Any) -> None:
     ctype = parse_column_type(sql)
-    formatter, kind, fsp = canal_json._formatter(ctype)
+    formatter, kind, fsp = canal_dialect.writer(ctype)
     columns = ((b'"c":', "c", kind, fsp, formatter),)
     try:
         expected = go_json(orjson.dumps({"c": None if value is None else formatter(value)}))
@@ -379,8 +395,7 @@ def test_encoders_write_the_same_bytes_without_the_compiled_loops(
 ) -> None:
     rows = [e for e in Workload(seed=9, rows=400, tables=2).events() if isinstance(e, RowChange)]
     counting = _Counting()
-    for module in (canal_json, open_protocol, common):
-        monkeypatch.setattr(module, "compiled_values", counting)
+    _set_compiled(monkeypatch, counting)
     fast = _encoded(protocol, rows, options)
     assert len(fast) > 10
     assert counting.built >= len(rows)  # every row's image went through C
@@ -408,7 +423,7 @@ REPRESENTATIVE = {
 @pytest.mark.parametrize(("sql", "value"), sorted(REPRESENTATIVE.items()))
 def test_common_values_are_formatted_in_c(sql: str, value: Any) -> None:
     ctype = parse_column_type(sql)
-    formatter, kind, fsp = canal_json._formatter(ctype)
+    formatter, kind, fsp = canal_dialect.writer(ctype)
     assert kind != compiled.CALL
     plain = orjson.dumps({"c": formatter(value)})
     text = compiled.values.text_object(((b'"c":', "c", kind, fsp, formatter),), {"c": value})
@@ -513,7 +528,7 @@ def test_long_texts_are_escaped_as_go_escapes_them(text: str, raw: bytes) -> Non
     """Texts and Latin-1 binaries long enough for the 16-byte scan, with escapes anywhere."""
     columns = (
         (b'"t":', "t", compiled.STR, 0, str),
-        (b'"b":', "b", compiled.LATIN1, 0, canal_json._latin1),
+        (b'"b":', "b", compiled.LATIN1, 0, canal_dialect.latin1_text),
     )
     expected = go_json(orjson.dumps({"t": text, "b": raw.decode("latin-1")}))
     assert compiled.values.text_object(columns, {"t": text, "b": raw}) == expected
@@ -522,7 +537,7 @@ def test_long_texts_are_escaped_as_go_escapes_them(text: str, raw: bytes) -> Non
 @needs_compiled
 def test_decimal_text_does_not_depend_on_the_context_capitals() -> None:
     ctype = parse_column_type("decimal(65,30)")
-    columns = ((b'"c":', "c", compiled.DECIMAL, 0, canal_json._formatter(ctype)[0]),)
+    columns = ((b'"c":', "c", compiled.DECIMAL, 0, canal_dialect.writer(ctype)[0]),)
     with decimal.localcontext() as context:
         context.capitals = 0  # str(Decimal("1E+2")) is then "1e+2"
         for text in ("1E+2", "1E-9", "-12.5"):

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from strategies import row_changes
-from ticdc_spark.codec import canal_json, common, make_decoder, make_encoder, open_protocol
+from test_compiled_values import compiled_users
+from ticdc_spark.codec import make_decoder, make_encoder
 from ticdc_spark.errors import EncodeError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema
 from ticdc_spark.types import parse_column_type, value_misfit
@@ -79,7 +80,7 @@ def test_a_wrong_typed_value_names_its_column(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if not compiled:
-        for module in (canal_json, open_protocol, common):
+        for module in compiled_users():
             monkeypatch.setattr(module, "compiled_values", None)
     good = RowChange(RowKind.INSERT, SCHEMA, 7, None, {"id": 1, "f": 1.5})
     bad = RowChange(RowKind.UPDATE, SCHEMA, 9, {"id": 2}, {"id": 2, column: value})

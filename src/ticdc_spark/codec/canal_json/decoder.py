@@ -1,0 +1,183 @@
+"""The Canal-JSON decoder: one decode path, and the two batch paths that fall back to it.
+
+:meth:`CanalJSONDecoder.decode_into` decodes one message into a sink, its row images as
+canonical values or as changelog text (``sink.text``: the wire text checked, binary values
+rewritten as base64, nothing else converted).  The batch paths (:mod:`.batch`, a list of
+values; :mod:`.arrow`, the compiled scanner) take the messages they understand at a glance and
+hand every other one to the one path; all three find table shapes in one :class:`PlanMemo`.
+
+The decoder also reads genuine Alibaba Canal output: several rows per message, ``old`` with
+only the changed columns (a key present with null is a change to NULL, an absent key is
+unchanged), parameterised ``mysqlType`` such as ``enum('a','b')``, Canal's own ``sqlType``
+codes (never needed: types come from ``mysqlType``) and Java float text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, cast
+
+from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
+from ticdc_spark.codec.canal_json.arrow import decode_batch as decode_arrow
+from ticdc_spark.codec.canal_json.batch import decode_batch as decode_values
+from ticdc_spark.codec.canal_json.fields import (
+    NO_TIDB,
+    ROW_KINDS,
+    commit_ts,
+    data_and_old,
+    int_field,
+    str_field,
+)
+from ticdc_spark.codec.canal_json.images import canonical_image, text_image
+from ticdc_spark.codec.canal_json.options import PROTOCOL, WATERMARK_TYPE, CanalJSONOptions
+from ticdc_spark.codec.canal_json.plan import PlanMemo, SchemaTexts
+from ticdc_spark.codec.canal_json.sqltypes import DDL_TYPE_OF_NAME
+from ticdc_spark.codec.common import INPUT_ERRORS, TemporalFsp, loads, require_dict
+from ticdc_spark.codec.largemsg import LargeMessages
+from ticdc_spark.ddl import classify
+from ticdc_spark.errors import DecodeError
+from ticdc_spark.model import DDLEvent, DDLType, RowKind, Watermark
+
+__all__ = ["CanalJSONDecoder"]
+
+_UPDATE, _DELETE = RowKind.UPDATE, RowKind.DELETE
+Position = tuple[str, int, int]
+
+
+class CanalJSONDecoder(DecoderBase):
+    """Decodes Canal-JSON from TiCDC and from Alibaba Canal."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, options: CanalJSONOptions | None = None) -> None:
+        self.options = options or CanalJSONOptions()
+        self._memo = PlanMemo()
+        self._fsp = TemporalFsp()
+        self._large = LargeMessages(PROTOCOL, self.options)
+        self._compressed = self.options.large_message_handle_compression != "none"
+
+    def decode_into(self, message: Message, sink: RowSink) -> None:
+        try:  # (not a context manager: this runs once per message)
+            value = message.value
+            if value is None:
+                raise DecodeError("a Canal-JSON message needs a value")
+            if self._compressed:
+                value = self._large.decompress(value)
+            obj = require_dict(loads(value), "message")
+            position = (message.topic, message.partition or 0, message.offset or 0)
+            self._object_into(obj, sink, position)
+        except DecodeError as exc:
+            raise exc.at(message.position, PROTOCOL) from None
+        except INPUT_ERRORS as exc:
+            raise DecodeError(
+                str(exc) or type(exc).__name__,
+                protocol=PROTOCOL,
+                position=message.position,
+                payload=message.value,
+            ) from None
+
+    def decode_batch(
+        self,
+        values: list[bytes | None],
+        topics: list[str],
+        partitions: list[int],
+        offsets: list[int],
+        sink: ChangelogSink,
+        one_by_one: Callable[[int], None],
+    ) -> None:
+        """The changelog rows of a batch of messages (:func:`.batch.decode_batch`)."""
+        if self._compressed:
+            for i in range(len(values)):
+                one_by_one(i)
+            return
+        decode_values(self._memo, values, topics, partitions, offsets, sink, one_by_one)
+
+    def decode_arrow_batch(
+        self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
+    ) -> Any:
+        """The changelog batch of an Arrow batch of Kafka records, with the compiled scanner
+        (:mod:`.arrow`); None when it is not installed or does not apply.  ``careful(i)``
+        decodes record ``i`` with every check into ``sink``."""
+        if self._compressed:
+            return None
+        memo = self._memo
+        return decode_arrow(batch, careful, sink, lambda text: memo.fast_shape(text, sink))
+
+    # one message ----------------------------------------------------------------------------
+
+    def _object_into(self, obj: dict[str, Any], sink: RowSink, position: Position) -> None:
+        """Decode one parsed message (errors carry no position: the caller adds it)."""
+        kind = obj.get("type")
+        tidb = obj.get("_tidb")
+        tidb = tidb if isinstance(tidb, dict) else NO_TIDB
+        if obj.get("isDdl") is True:
+            sink.add_events([self._ddl(obj, tidb)], *position)
+            return
+        if kind == WATERMARK_TYPE:
+            watermark = Watermark(int_field(tidb.get("watermarkTs"), "_tidb.watermarkTs"))
+            sink.add_events([watermark], *position)
+            return
+        row_kind = ROW_KINDS.get(kind)  # type: ignore[arg-type]
+        if row_kind is None:
+            if not isinstance(kind, str) or not kind:
+                raise DecodeError(f"unknown message type {kind!r}")
+            sink.add_events([self._ddl(obj, tidb)], *position)  # a statement Canal calls QUERY
+            return
+        location = tidb.get("claimCheckLocation")
+        if location:
+            self._object_into(self._claim_checked(location), sink, position)
+            return
+        self._rows_into(obj, row_kind, tidb, sink, position)
+
+    def _claim_checked(self, location: Any) -> dict[str, Any]:
+        """The full message a claim-check pointer names."""
+        _key, value = self._large.fetch(str(location))
+        value = self._large.decompress(value)
+        obj = require_dict(loads(value, "claim-check message"), "claim-check message")
+        obj.get("_tidb", {}).pop("claimCheckLocation", None)
+        return obj
+
+    def _ddl(self, obj: dict[str, Any], tidb: dict[str, Any]) -> DDLEvent:
+        sql = obj.get("sql") or ""
+        if not isinstance(sql, str):
+            raise DecodeError("DDL 'sql' must be a string")
+        ddl_type = classify(sql)
+        if ddl_type is DDLType.NONE:
+            ddl_type = DDL_TYPE_OF_NAME.get(str(obj.get("type")), DDLType.NONE)
+        database, table = str_field(obj, "database"), str_field(obj, "table")
+        return DDLEvent(ddl_type, sql, commit_ts(obj, tidb), database, table)
+
+    def _rows_into(
+        self,
+        obj: dict[str, Any],
+        kind: RowKind,
+        tidb: dict[str, Any],
+        sink: RowSink,
+        position: Position,
+    ) -> None:
+        data, old = data_and_old(obj, kind)
+        ts = commit_ts(obj, tidb)
+        plan = self._memo.plan(obj, require_dict(data[0], "data row"))
+        text = sink.text
+        image = text_image if text else canonical_image
+        # (a changelog sink takes the schema JSON the plan keeps; others make their own)
+        schema_text = None
+        if hasattr(sink, "schema_text"):
+            schema_text = plan.changelog_schema(cast(SchemaTexts, sink))
+        fsp, temporal = None if text or not plan.temporal else self._fsp, plan.temporal
+        key_only = tidb.get("onlyHandleKey") is True
+        add_row = partial(sink.add_row, key_only=key_only, schema_text=schema_text)
+        for seq, raw in enumerate(data):
+            row = image(plan, require_dict(raw, "data row"))
+            raw_old = require_dict(old[seq], "old row") if old is not None else None
+            schema = (
+                plan.schema if fsp is None else fsp.apply(plan.schema, temporal, (raw, raw_old))
+            )
+            if kind is _UPDATE:
+                before = {**row, **image(plan, raw_old)} if raw_old is not None else dict(row)
+                add_row(kind, schema, ts, before, row, (*position, seq))
+            elif kind is _DELETE:
+                add_row(kind, schema, ts, row, None, (*position, seq))
+            else:
+                add_row(kind, schema, ts, None, row, (*position, seq))
