@@ -23,25 +23,27 @@ from ticdc_spark.codec.canal_json.images import rewritten
 from ticdc_spark.codec.canal_json.plan import PlanMemo
 from ticdc_spark.errors import DecodeError
 
-__all__ = ["decode_batch"]
+__all__ = ["Columns", "Names", "Numbers", "OneByOne", "Values", "decode_batch"]
 
 # What a message the short path does not take raises on the way (then: the careful path).
 _NOT_SHORT = (LookupError, TypeError, AttributeError, ValueError, DecodeError)
 
+# A batch of Kafka records as lists: values, topics, partitions, offsets.
+Values = list[bytes | None]
+Names = list[str]
+Numbers = list[int]
+Columns = tuple[Values, Names, Numbers, Numbers]
+OneByOne = Callable[[int], None]  # decodes message i with every check (or dead-letters it)
 Image = dict[str, Any] | None
 ShortRow = tuple[str, str, str, int, Image, Image, str, bool]
 
 
 def decode_batch(
-    memo: PlanMemo,
-    values: list[bytes | None],
-    topics: list[str],
-    partitions: list[int],
-    offsets: list[int],
-    sink: ChangelogSink,
-    one_by_one: Callable[[int], None],
+    memo: PlanMemo, columns: Columns, sink: ChangelogSink, one_by_one: OneByOne
 ) -> None:
-    """Append the changelog rows of a batch of messages to ``sink`` (see the module)."""
+    """Append the changelog rows of a batch of messages to ``sink`` (see the module);
+    ``columns`` are the Kafka records' values, topics, partitions and offsets."""
+    values, topics, partitions, offsets = columns
     append_row = sink.append_row
     for i, value in enumerate(values):
         try:

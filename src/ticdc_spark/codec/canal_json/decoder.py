@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.canal_json.arrow import decode_batch as decode_arrow
+from ticdc_spark.codec.canal_json.batch import Names, Numbers, OneByOne, Values
 from ticdc_spark.codec.canal_json.batch import decode_batch as decode_values
 from ticdc_spark.codec.canal_json.fields import (
     NO_TIDB,
@@ -79,19 +80,20 @@ class CanalJSONDecoder(DecoderBase):
 
     def decode_batch(
         self,
-        values: list[bytes | None],
-        topics: list[str],
-        partitions: list[int],
-        offsets: list[int],
+        values: Values,
+        topics: Names,
+        partitions: Numbers,
+        offsets: Numbers,
         sink: ChangelogSink,
-        one_by_one: Callable[[int], None],
+        one_by_one: OneByOne,
     ) -> None:
         """The changelog rows of a batch of messages (:func:`.batch.decode_batch`)."""
         if self._compressed:
             for i in range(len(values)):
                 one_by_one(i)
             return
-        decode_values(self._memo, values, topics, partitions, offsets, sink, one_by_one)
+        columns = (values, topics, partitions, offsets)
+        decode_values(self._memo, columns, sink, one_by_one)
 
     def decode_arrow_batch(
         self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
