@@ -85,7 +85,8 @@ def _short_row(memo: PlanMemo, value: Any, sink: ChangelogSink) -> ShortRow:
         before = None if before is None else rewritten(plan, before)
         after = None if after is None else rewritten(plan, after)
     key_only = tidb.get("onlyHandleKey") is True
-    return op, database, table, ts, before, after, plan.changelog_schema(sink), key_only
+    schema = plan.schema_text or plan.changelog_schema(sink)
+    return op, database, table, ts, before, after, schema, key_only
 
 
 def _images(op: str, obj: dict[str, Any], row: dict[str, Any], columns: Any) -> tuple[Image, Image]:

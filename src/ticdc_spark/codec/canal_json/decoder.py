@@ -15,7 +15,6 @@ codes (never needed: types come from ``mysqlType``) and Java float text.
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any, cast
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
@@ -44,6 +43,7 @@ __all__ = ["CanalJSONDecoder"]
 
 _UPDATE, _DELETE = RowKind.UPDATE, RowKind.DELETE
 Position = tuple[str, int, int]
+Image = dict[str, Any] | None
 
 
 class CanalJSONDecoder(DecoderBase):
@@ -65,7 +65,9 @@ class CanalJSONDecoder(DecoderBase):
                 raise DecodeError("a Canal-JSON message needs a value")
             if self._compressed:
                 value = self._large.decompress(value)
-            obj = require_dict(loads(value), "message")
+            obj = loads(value)
+            if type(obj) is not dict:
+                obj = require_dict(obj, "message")  # (raises: this is the error's text)
             position = (message.topic, message.partition or 0, message.offset or 0)
             self._object_into(obj, sink, position)
         except DecodeError as exc:
@@ -163,23 +165,30 @@ class CanalJSONDecoder(DecoderBase):
         plan = self._memo.plan(obj, require_dict(data[0], "data row"))
         text = sink.text
         image = text_image if text else canonical_image
-        # (a changelog sink takes the schema JSON the plan keeps; others make their own)
-        schema_text = None
-        if hasattr(sink, "schema_text"):
+        schema_text = None  # (a changelog sink takes the schema JSON the plan keeps)
+        if text and hasattr(sink, "schema_text"):
             schema_text = plan.changelog_schema(cast(SchemaTexts, sink))
         fsp, temporal = None if text or not plan.temporal else self._fsp, plan.temporal
-        key_only = tidb.get("onlyHandleKey") is True
-        add_row = partial(sink.add_row, key_only=key_only, schema_text=schema_text)
+        planned = plan.schema  # (TemporalFsp fills in fsps the mysqlType leaves out)
+        add_row, key_only = sink.add_row, tidb.get("onlyHandleKey") is True
         for seq, raw in enumerate(data):
-            row = image(plan, require_dict(raw, "data row"))
+            row = image(plan, raw if not seq else require_dict(raw, "data row"))
             raw_old = require_dict(old[seq], "old row") if old is not None else None
-            schema = (
-                plan.schema if fsp is None else fsp.apply(plan.schema, temporal, (raw, raw_old))
-            )
+            schema = planned if fsp is None else fsp.apply(planned, temporal, (raw, raw_old))
+            before: Image = row  # (a DELETE's)
+            after: Image = None
             if kind is _UPDATE:
                 before = {**row, **image(plan, raw_old)} if raw_old is not None else dict(row)
-                add_row(kind, schema, ts, before, row, (*position, seq))
-            elif kind is _DELETE:
-                add_row(kind, schema, ts, row, None, (*position, seq))
-            else:
-                add_row(kind, schema, ts, None, row, (*position, seq))
+                after = row
+            elif kind is not _DELETE:
+                before, after = None, row
+            add_row(
+                kind,
+                schema,
+                ts,
+                before,
+                after,
+                (*position, seq),
+                key_only=key_only,
+                schema_text=schema_text,
+            )

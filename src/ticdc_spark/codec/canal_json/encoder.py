@@ -26,7 +26,7 @@ from ticdc_spark.codec.canal_json.sqltypes import canal_ddl_type
 from ticdc_spark.codec.common import INPUT_ERRORS, row_encode_error
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json
-from ticdc_spark.codec.largemsg import LargeMessages
+from ticdc_spark.codec.largemsg import RECORD_OVERHEAD, LargeMessages
 from ticdc_spark.errors import EncodeError, TiCDCSparkError
 from ticdc_spark.model import (
     Bootstrap,
@@ -132,9 +132,10 @@ class CanalJSONEncoder:
         if values is None:
             out.extend(map(self._row_message, rows))
             return
-        append, fits, last, names = out.append, self._large.fits, None, ("", "")
+        largest = self._large.limit - RECORD_OVERHEAD  # (LargeMessages.fits, inlined: per row)
+        append, last, names = out.append, None, ("", "")
         for row, value in zip(rows, values, strict=True):
-            if value is None or not fits(len(value)):  # left to Python, or a large message
+            if value is None or len(value) > largest:  # left to Python, or a large message
                 append(self._row_message(row))
                 continue
             if row.schema is not last:  # a run of one table's rows looks its names up once

@@ -24,7 +24,7 @@ from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Column, Index, TableSchema
 from ticdc_spark.types import parse_column_type
 
-__all__ = ["DecodePlan", "PlanMemo", "Shape", "same_shape"]
+__all__ = ["DecodePlan", "PlanMemo", "SchemaTexts", "Shape"]
 
 Converter = Callable[[Any], Any]
 
@@ -57,20 +57,6 @@ class DecodePlan:
 Shape = tuple[dict[str, Any], Any, tuple[str, ...], DecodePlan]
 
 
-def same_shape(last: Shape, mysql_types: dict[str, Any], pk: Any, row: Any) -> bool:
-    """Whether a message has the table shape a memo entry was made for: the same
-    ``mysqlType`` and ``pkNames``, and a first row with the same columns in the same order.
-    Order matters (dict and keys-view equality ignore it): the plan's columns are the row's
-    in its order, then ``mysqlType``'s others in theirs."""
-    return (
-        type(row) is dict
-        and last[0] == mysql_types
-        and last[1] == pk
-        and tuple(row) == last[2]
-        and (len(row) == len(mysql_types) or tuple(mysql_types) == tuple(last[0]))
-    )
-
-
 class PlanMemo:
     """The plans of the table shapes seen.
 
@@ -85,9 +71,19 @@ class PlanMemo:
         self._fast: dict[str, tuple[str, tuple[str, str]] | None] = {}
 
     def recall(self, slot: tuple[Any, Any], mysql_types: Any, pk: Any, row: Any) -> Shape | None:
-        """The memo entry of the table ``slot`` if the message has its last shape."""
+        """The memo entry of the table ``slot`` if the message has its last shape: the same
+        ``mysqlType`` and ``pkNames``, and a first row with the same columns in the same
+        order.  Order matters (dict and keys-view equality ignore it): the plan's columns are
+        the row's in its order, then ``mysqlType``'s others in theirs."""
         last = self.last.get(slot)
-        if last is not None and same_shape(last, mysql_types, pk, row):
+        if (
+            last is not None
+            and type(row) is dict
+            and last[0] == mysql_types
+            and last[1] == pk
+            and tuple(row) == last[2]
+            and (len(row) == len(mysql_types) or tuple(mysql_types) == tuple(last[0]))
+        ):
             return last
         return None
 
