@@ -18,7 +18,7 @@ import orjson
 
 from ticdc_spark.codec.canal_json.dialect import CANAL, OWN_KINDS, same_text
 from ticdc_spark.codec.canal_json.fields import str_field
-from ticdc_spark.codec.common import LRUCache, temporal_columns
+from ticdc_spark.codec.common import LRUCache, require_dict, temporal_columns
 from ticdc_spark.codec.compiled import kind_of
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Column, Index, TableSchema
@@ -87,8 +87,10 @@ class PlanMemo:
             return last
         return None
 
-    def plan(self, obj: dict[str, Any], first_row: dict[str, Any]) -> DecodePlan:
+    def plan(self, obj: dict[str, Any], first_row: Any) -> DecodePlan:
         """The decode plan of a row message's table shape (built and remembered if new)."""
+        if type(first_row) is not dict:
+            first_row = require_dict(first_row, "data row")  # (raises)
         mysql_types = obj.get("mysqlType")
         if type(mysql_types) is not dict:
             raise DecodeError("a DML message needs a 'mysqlType' object")
