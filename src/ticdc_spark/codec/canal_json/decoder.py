@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+import orjson
+
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, EventSink, Message, RowSink
 from ticdc_spark.codec.canal_json.arrow import decode_batch as decode_arrow
 from ticdc_spark.codec.canal_json.batch import Names, Numbers, OneByOne, Values
@@ -76,7 +78,10 @@ class CanalJSONDecoder(DecoderBase):
                 raise DecodeError("a Canal-JSON message needs a value")
             if self._compressed:
                 value = self._large.decompress(value)
-            obj = loads(value)
+            try:
+                obj = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                obj = loads(value)  # (raises, saying the message is not JSON)
             if type(obj) is not dict:
                 obj = require_dict(obj, "message")  # (raises: this is the error's text)
             position = (message.topic, message.partition or 0, message.offset or 0)
