@@ -2,7 +2,7 @@
 
 ``_canal_scan`` is the Spark decode stage's Canal-JSON scanner, ``_values`` the codecs'
 per-column loops.  Both are optional: without a C compiler the package installs and runs on
-its pure Python paths (``ticdc_spark.codec.canal_arrow.native_scanner()`` and
+its pure Python paths (``ticdc_spark.codec.canal_json.native_scanner()`` and
 ``ticdc_spark.codec.compiled.native()`` say what is in use).
 """
 

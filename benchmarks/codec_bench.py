@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import gc
 import struct
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from ticdc_spark.codec import Message, compiled, make_decoder, make_encoder, protocols
+from ticdc_spark.codec import Message, compiled, make_decoder, make_encoder
 from ticdc_spark.model import RowChange, TableSchema
 from ticdc_spark.workload import Workload, alltypes_schema, sbtest_schema
 
@@ -110,10 +109,8 @@ def main() -> None:
     parser.add_argument("--python", action="store_true", help="the Python loops only")
     args = parser.parse_args()
     if args.python:
-        protocols()  # (imports every protocol's modules)
-        for name, module in list(sys.modules.items()):  # every codec module that calls them
-            if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values"):
-                module.compiled_values = None
+        for module in compiled.users():
+            module.compiled_values = None  # type: ignore[attr-defined]
     print(f"codecs' compiled loops: {'off' if args.python else compiled.native()}")
 
     header = (

@@ -13,7 +13,6 @@ import base64
 import datetime as dt
 import decimal
 import os
-import sys
 import time
 import types
 from decimal import Decimal
@@ -30,13 +29,12 @@ from strategies import row_changes
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import (
     Message,
-    canal_json,
     common,
     compiled,
     make_decoder,
     make_encoder,
-    protocols,
 )
+from ticdc_spark.codec.canal_json import dialect as canal_dialect
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.open_protocol import dialect as open_dialect
 from ticdc_spark.codec.open_protocol import encoder as open_encoder
@@ -62,7 +60,7 @@ def test_the_compiled_loops_are_built_where_ci_requires_them() -> None:
 PAIRS = sorted(
     {
         (function, compiled.kind_of(function, own))
-        for own in (canal_json._OWN_KINDS, open_dialect.DECODE_KINDS, None)
+        for own in (canal_dialect.OWN_KINDS, open_dialect.DECODE_KINDS, None)
         for function in (*compiled._KIND_OF, *(own or {}))
     },
     key=lambda pair: (pair[1], getattr(pair[0], "__name__", "")),
@@ -197,19 +195,13 @@ def _outcome(protocol: str, message: Message) -> Any:
         return ("error", exc.reason)
 
 
-def _compiled_users() -> list[types.ModuleType]:
-    """Every codec module that calls the compiled loops (its ``compiled_values``)."""
-    protocols()  # (imports every protocol's modules)
-    return [
-        module
-        for name, module in sorted(sys.modules.items())
-        if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values")
-    ]
+def _set_compiled(monkeypatch: pytest.MonkeyPatch, loops: Any) -> None:
+    for module in compiled.users():
+        monkeypatch.setattr(module, "compiled_values", loops)
 
 
 def _without_compiled(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in _compiled_users():
-        monkeypatch.setattr(module, "compiled_values", None)
+    _set_compiled(monkeypatch, None)
 
 
 class _Counting:
@@ -234,8 +226,7 @@ class _Counting:
 def test_decoders_give_the_same_events_without_the_compiled_loops(protocol, monkeypatch) -> None:
     messages = _workload_messages(protocol)
     counting = _Counting()
-    for module in _compiled_users():
-        monkeypatch.setattr(module, "compiled_values", counting)
+    _set_compiled(monkeypatch, counting)
     fast = [_outcome(protocol, m) for m in messages]
     rows = sum(events.count("RowChange(") for events in fast)
     assert rows >= 300
@@ -352,7 +343,7 @@ _canonical = st.one_of(
 @example(value=Decimal("1E+5"))
 def test_each_text_is_the_formatters_own(sql: str, value: Any) -> None:
     ctype = parse_column_type(sql)
-    formatter, kind, fsp = canal_json._formatter(ctype)
+    formatter, kind, fsp = canal_dialect.writer(ctype)
     columns = ((b'"c":', "c", kind, fsp, formatter),)
     try:
         expected = go_json(orjson.dumps({"c": None if value is None else formatter(value)}))
@@ -393,8 +384,7 @@ def test_encoders_write_the_same_bytes_without_the_compiled_loops(
 ) -> None:
     rows = [e for e in Workload(seed=9, rows=400, tables=2).events() if isinstance(e, RowChange)]
     counting = _Counting()
-    for module in _compiled_users():
-        monkeypatch.setattr(module, "compiled_values", counting)
+    _set_compiled(monkeypatch, counting)
     fast = _encoded(protocol, rows, options)
     assert len(fast) > 10
     assert counting.built >= len(rows)  # every row's image went through C
@@ -422,7 +412,7 @@ REPRESENTATIVE = {
 @pytest.mark.parametrize(("sql", "value"), sorted(REPRESENTATIVE.items()))
 def test_common_values_are_formatted_in_c(sql: str, value: Any) -> None:
     ctype = parse_column_type(sql)
-    formatter, kind, fsp = canal_json._formatter(ctype)
+    formatter, kind, fsp = canal_dialect.writer(ctype)
     assert kind != compiled.CALL
     plain = orjson.dumps({"c": formatter(value)})
     text = compiled.values.text_object(((b'"c":', "c", kind, fsp, formatter),), {"c": value})
@@ -527,7 +517,7 @@ def test_long_texts_are_escaped_as_go_escapes_them(text: str, raw: bytes) -> Non
     """Texts and Latin-1 binaries long enough for the 16-byte scan, with escapes anywhere."""
     columns = (
         (b'"t":', "t", compiled.STR, 0, str),
-        (b'"b":', "b", compiled.LATIN1, 0, canal_json._latin1),
+        (b'"b":', "b", compiled.LATIN1, 0, canal_dialect.latin1_text),
     )
     expected = go_json(orjson.dumps({"t": text, "b": raw.decode("latin-1")}))
     assert compiled.values.text_object(columns, {"t": text, "b": raw}) == expected
@@ -536,7 +526,7 @@ def test_long_texts_are_escaped_as_go_escapes_them(text: str, raw: bytes) -> Non
 @needs_compiled
 def test_decimal_text_does_not_depend_on_the_context_capitals() -> None:
     ctype = parse_column_type("decimal(65,30)")
-    columns = ((b'"c":', "c", compiled.DECIMAL, 0, canal_json._formatter(ctype)[0]),)
+    columns = ((b'"c":', "c", compiled.DECIMAL, 0, canal_dialect.writer(ctype)[0]),)
     with decimal.localcontext() as context:
         context.capitals = 0  # str(Decimal("1E+2")) is then "1e+2"
         for text in ("1E+2", "1E-9", "-12.5"):
@@ -628,46 +618,3 @@ def test_an_interrupt_in_a_row_attribute_propagates() -> None:
     encoder = make_encoder("canal-json", {})
     with pytest.raises(KeyboardInterrupt):
         compiled.values.canal_rows(encoder._layout, [Row()], 5, False)
-
-
-def test_the_kind_names_are_the_enum_members() -> None:
-    for kind in compiled.Kind:
-        assert getattr(compiled, kind.name) is kind
-
-
-def test_the_c_module_was_built_with_the_enums_numbers() -> None:
-    # Kind is the numbers' one definition (setup.py compiles them into _values.c); a module
-    # built from other numbers (a stale build) must fail here, and compiled.py refuses it.
-    try:
-        from ticdc_spark import _values  # type: ignore[attr-defined]
-    except ImportError:
-        pytest.skip("built without a C compiler")
-    assert {kind.name: kind.value for kind in compiled.Kind} == _values.KINDS
-
-
-@needs_compiled
-def test_canal_rows_reads_the_layout_by_name_and_defers_a_malformed_one() -> None:
-    rows = [e for e in Workload(seed=3, rows=12, tables=1).events() if isinstance(e, RowChange)]
-    encoder = make_encoder("canal-json", {})
-    good = compiled.values.canal_rows(encoder._layout, rows, 5, False)
-    assert all(isinstance(v, bytes) for v in good)
-
-    class Renamed:  # the fields under other names: every row left to the encoder
-        def __init__(self, layout: compiled.CanalLayout) -> None:
-            self.cols = layout.columns
-
-    assert compiled.values.canal_rows(lambda s: Renamed(encoder._layout(s)), rows, 5, False) == [
-        None
-    ] * len(rows)
-
-    def mistyped(schema: Any) -> Any:  # prefix of another type: deferred, not misread
-        layout = encoder._layout(schema)
-        return types.SimpleNamespace(
-            **{f: getattr(layout, f) for f in compiled.CanalLayout.__dataclass_fields__},
-            prefix="text",
-            insert_kind=layout.insert_kind,
-            update_kind=layout.update_kind,
-            delete_kind=layout.delete_kind,
-        )
-
-    assert compiled.values.canal_rows(mistyped, rows, 5, False) == [None] * len(rows)

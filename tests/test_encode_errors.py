@@ -4,7 +4,6 @@ the row and the column; ``types.value_misfit`` (what names it) accepts every can
 from __future__ import annotations
 
 import datetime as dt
-import sys
 from decimal import Decimal
 from typing import Any
 
@@ -12,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from strategies import row_changes
-from ticdc_spark.codec import make_decoder, make_encoder, protocols
+from ticdc_spark.codec import compiled as compiled_module
+from ticdc_spark.codec import make_decoder, make_encoder
 from ticdc_spark.errors import EncodeError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema
 from ticdc_spark.types import parse_column_type, value_misfit
@@ -80,10 +80,8 @@ def test_a_wrong_typed_value_names_its_column(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if not compiled:
-        protocols()  # (imports every protocol's modules)
-        for name, module in list(sys.modules.items()):
-            if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values"):
-                monkeypatch.setattr(module, "compiled_values", None)
+        for module in compiled_module.users():
+            monkeypatch.setattr(module, "compiled_values", None)
     good = RowChange(RowKind.INSERT, SCHEMA, 7, None, {"id": 1, "f": 1.5})
     bad = RowChange(RowKind.UPDATE, SCHEMA, 9, {"id": 2}, {"id": 2, column: value})
     encoder = make_encoder(protocol, options)

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 from strategies import other_events, row_changes
 from ticdc_spark.codec import make_decoder, make_encoder
-from ticdc_spark.codec.canal_json import plain_type_desc
 from ticdc_spark.model import DDLEvent, RowChange, RowKind, Watermark, physical_ms
 from ticdc_spark.normalized import event_from_json, event_to_json
+from ticdc_spark.types import plain_type_desc
 
 PROTOCOL_OPTIONS = [
     ("open-protocol", {}),
@@ -68,7 +68,7 @@ def _assert_same_row(protocol: str, options: dict, sent: RowChange, got: RowChan
     got_types = {c.name: _carried_type(protocol, options, c.type) for c in got.schema.columns}
     if protocol == "canal-json" and options.get("content-compatible") == "true":
         # content-compatible carries the full types, with TiDB's default widths filled in
-        from ticdc_spark.codec.canal_json import full_type_desc
+        from ticdc_spark.types import full_type_desc
 
         sent_types = {c.name: full_type_desc(c.type) for c in sent.schema.columns}
         got_types = {c.name: full_type_desc(c.type) for c in got.schema.columns}

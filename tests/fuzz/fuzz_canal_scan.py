@@ -188,8 +188,8 @@ def main() -> None:
 
     # before anything imports the package: atheris instruments modules as they are imported
     with atheris.instrument_imports(include=["ticdc_spark"]):
-        import ticdc_spark.codec.canal_arrow
         import ticdc_spark.codec.canal_json
+        import ticdc_spark.codec.canal_json.arrow
         import ticdc_spark.spark.decode  # noqa: F401
 
     corpus = seeds()

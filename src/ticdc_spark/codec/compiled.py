@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from types import ModuleType
 from typing import Any, ClassVar
 
 from ticdc_spark.model import RowKind
@@ -168,3 +169,20 @@ def text_kind(ctype: ColumnType) -> tuple[int, int]:
     if ctype.decimal > 6:
         return CALL, 0
     return kind, max(ctype.decimal, 0)
+
+
+def users() -> list[ModuleType]:
+    """Every codec module that calls the compiled loops.  Setting a module's
+    ``compiled_values`` to None runs it on its Python paths: what tests and benchmarks do to
+    compare the two.  (Every built-in protocol is imported first: the catalog imports them
+    lazily.)"""
+    import sys
+
+    from ticdc_spark.codec.catalog import protocols
+
+    protocols()
+    return [
+        module
+        for name, module in sorted(sys.modules.items())
+        if name.startswith("ticdc_spark.codec.") and hasattr(module, "compiled_values")
+    ]

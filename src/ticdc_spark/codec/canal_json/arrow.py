@@ -1,0 +1,253 @@
+"""Canal-JSON batches straight into changelog Arrow batches, with the compiled scanner.
+
+The Spark decode stage's fast path.  ``_canal_scan`` (C, see its header for why) reads a whole
+Arrow column of messages and writes the changelog's buffers directly: database, table, op,
+commit ts, the before and after images as map entries, and each message's *shape* number
+(the shapes' texts, one JSON array each of database, table, ``mysqlType``, ``pkNames`` and
+column names, written once per run of messages that share one).  Python then works per shape,
+not per message: a shape the decoder's ``shape_of`` accepts is fast; every message of another
+shape, and every message the scanner marked slow, is decoded by the careful path (the
+``careful(i)`` callback, which adds message ``i``'s rows to the sink or turns it into a dead
+letter).  The two are merged back into message order, and the ``schema`` column is recomputed
+over the merged rows so that a null still means "as the previous row of this table".
+
+This module knows the changelog only through the sink (``sink.arrow_schema()``,
+``sink.row_kind``) and the decoder only through ``shape_of``.  Without the compiled module
+(no C compiler at install time) :func:`decode_batch` returns None and the caller takes the
+pure Python path; :func:`native_scanner` says which is in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ticdc_spark.codec.base import ChangelogSink
+
+try:
+    from ticdc_spark import _canal_scan  # type: ignore[attr-defined]
+except ImportError:  # built without a C compiler: the pure Python path is used
+    _canal_scan = None
+
+__all__ = ["decode_batch", "native_scanner"]
+
+_OPS = ("", "INSERT", "UPDATE", "DELETE")  # the scanner's op codes
+
+# A shape text -> (the changelog schema JSON, (database, table)), or None: the careful path.
+ShapeOf = Callable[[str], "tuple[str, tuple[str, str]] | None"]
+
+
+def native_scanner() -> bool:
+    """Whether the compiled scanner is installed."""
+    return _canal_scan is not None
+
+
+def decode_batch(
+    batch: Any, careful: Callable[[int], None], sink: ChangelogSink, shape_of: ShapeOf
+) -> Any:
+    """The changelog batch of an Arrow batch of Kafka records, or None without the scanner."""
+    import numpy as np
+
+    if _canal_scan is None:
+        return None
+    values = _binary(batch.column("value"))
+    scan = _scan(values)
+    if scan is None:
+        return None
+    n = len(values)
+    shapes = [shape_of(text) for text in _strings(scan.shape_offsets, scan.shape_bytes).to_pylist()]
+    shape_ids = np.frombuffer(scan.shape_ids, np.int32)
+    fast = np.frombuffer(scan.slow, np.uint8) == 0
+    if values.null_count:  # (a null's offsets may point anywhere)
+        fast &= values.is_valid().to_numpy(zero_copy_only=False)
+    fast &= np.array([s is not None for s in shapes] + [False])[shape_ids]  # ([-1]: False)
+    rows = _scanned_rows(batch, scan, n, sink)
+    tables = _Tables(sink.row_kind)
+    shape_slot = np.array([tables.slot(s[1]) if s else -1 for s in shapes] + [-1], np.int64)
+    shape_text = np.array([tables.text(s[0]) if s else -1 for s in shapes] + [-1], np.int64)
+    per_shape = (shape_slot[shape_ids], shape_text[shape_ids])
+    merged, slots, texts, own = _merged(rows, fast, per_shape, careful, sink, tables)
+    return _with_schema(merged, tables, slots, texts, own, sink.row_kind)
+
+
+def _binary(values: Any) -> Any:
+    import pyarrow as pa
+
+    return values if pa.types.is_binary(values.type) else values.cast(pa.binary())
+
+
+def _scan(values: Any) -> Any:
+    # a _canal_scan.ScanResult: the scanner's buffers by name (see _canal_scan.c)
+    """Run the scanner over a binary Arrow array (None: an array it cannot read)."""
+    import numpy as np
+
+    n = len(values)
+    _, offsets, data = values.buffers()
+    if offsets is None:
+        return None
+    offsets = np.frombuffer(offsets, np.int32, n + 1, values.offset * 4)
+    return _canal_scan.scan(data if data is not None else b"", offsets)
+
+
+def _merged(
+    rows: Any,
+    fast: Any,
+    per_shape: tuple[Any, Any],
+    careful: Callable[[int], None],
+    sink: ChangelogSink,
+    tables: _Tables,
+) -> tuple[Any, Any, Any, Any]:
+    """The scanned rows of the fast messages and the careful path's rows of the others, in
+    message order; with each row's table number, schema in effect and own schema (-1: none)."""
+    import numpy as np
+    import pyarrow as pa
+
+    slot_of, text_of = per_shape
+    if fast.all():
+        return rows, slot_of, text_of, np.full(len(fast), -1, np.int64)
+    kept = np.flatnonzero(fast)
+    slow_rows, slow_from = _careful_rows(np.flatnonzero(~fast), careful, sink)
+    order = np.argsort(np.concatenate([kept, slow_from]), kind="stable")
+    merged = pa.concat_batches([rows.filter(pa.array(fast)), slow_rows]).take(order)
+    slow_slots, slow_texts, slow_own = tables.of_rows(slow_rows)
+    slots = np.concatenate([slot_of[kept], slow_slots])[order]
+    texts = np.concatenate([text_of[kept], slow_texts])[order]
+    own = np.concatenate([np.full(len(kept), -1, np.int64), slow_own])[order]
+    return merged, slots, texts, own
+
+
+def _with_schema(merged: Any, tables: _Tables, slots: Any, texts: Any, own: Any, row: str) -> Any:
+    import pyarrow.compute as pc
+
+    is_row = pc.equal(merged.column("kind"), row).to_numpy(zero_copy_only=False)
+    schema = tables.schema_column(slots, texts, own, is_row)
+    return merged.set_column(merged.schema.get_field_index("schema"), "schema", schema)
+
+
+def _strings(offsets: bytes, data: bytes, valid: bytes | None = None) -> Any:
+    import pyarrow as pa
+
+    count = len(offsets) // 4 - 1
+    bitmap = None if valid is None else pa.py_buffer(valid)
+    return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data), bitmap)
+
+
+def _image(image: Any, n: int) -> Any:
+    """A before/after column from the scanner's map buffers (a ``ScanImage``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.MapArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(image.map_offsets)]),
+        _strings(image.key_offsets, image.keys),
+        _strings(image.value_offsets, image.values, image.value_validity),
+        type=pa.map_(pa.string(), pa.string()),
+        mask=pa.array(np.frombuffer(image.nulls, np.bool_)),
+    )
+
+
+def _scanned_rows(batch: Any, scan: Any, n: int, sink: ChangelogSink) -> Any:
+    """Every message as a changelog row, from the scanner's buffers (slow ones hold blanks)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    schema = sink.arrow_schema()
+    text, binary = pa.string(), pa.binary()
+    columns = {
+        "kind": pa.repeat(pa.scalar(sink.row_kind), n),
+        "op": pa.array(_OPS).take(pa.array(np.frombuffer(scan.ops, np.uint8))),
+        "database": _strings(scan.database_offsets, scan.database_bytes),
+        "table": _strings(scan.table_offsets, scan.table_bytes),
+        "commit_ts": pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(scan.commit_ts)]),
+        "schema": pa.nulls(n, text),
+        "key_only": pa.array(np.frombuffer(scan.key_only, np.bool_)),
+        "sql": pa.nulls(n, text),
+        "ddl_type": pa.nulls(n, text),
+        "topic": pc.fill_null(batch.column("topic"), ""),
+        "partition": pc.fill_null(batch.column("partition"), 0).cast(pa.int32()),
+        "offset": pc.fill_null(batch.column("offset"), 0).cast(pa.int64()),
+        "seq": pa.array(np.zeros(n, np.int32)),
+        "error": pa.nulls(n, text),
+        "key": pa.nulls(n, binary),
+        "value": pa.nulls(n, binary),
+        "before": _image(scan.before, n),
+        "after": _image(scan.after, n),
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _careful_rows(
+    indices: Any, careful: Callable[[int], None], sink: ChangelogSink
+) -> tuple[Any, Any]:
+    """The careful path's rows for messages ``indices``, and the message each row came from."""
+    import numpy as np
+
+    sources: list[int] = []
+    for i in indices.tolist():
+        before = len(sink)
+        careful(i)
+        sources.extend([i] * (len(sink) - before))
+    return sink.to_batch(), np.array(sources, np.int64)
+
+
+class _Tables:
+    """Numbers for tables and schema texts, and the ``schema`` column computed from them."""
+
+    def __init__(self, row_kind: str) -> None:
+        self.row_kind = row_kind  # the changelog's kind of a row change
+        self.slots: dict[tuple[str, str], int] = {}
+        self.texts: dict[str, int] = {}
+
+    def slot(self, table: tuple[str, str]) -> int:
+        return self.slots.setdefault(table, len(self.slots))
+
+    def text(self, schema_text: str) -> int:
+        return self.texts.setdefault(schema_text, len(self.texts))
+
+    def of_rows(self, rows: Any) -> tuple[Any, Any, Any]:
+        """For the careful path's rows: table numbers, the schema in effect for each ROW row
+        (its own, or its table's previous one in the sink's order), and the schema each
+        non-ROW row carries itself (-1: none)."""
+        import numpy as np
+
+        slots, texts, own = [], [], []
+        last: dict[int, int] = {}
+        for kind, database, table, text in zip(
+            *(rows.column(name).to_pylist() for name in ("kind", "database", "table", "schema")),
+            strict=True,
+        ):
+            slot = self.slot((database or "", table or ""))
+            number = -1 if text is None else self.text(text)
+            if number >= 0:
+                last[slot] = number
+            slots.append(slot)
+            texts.append(last.get(slot, -1) if kind == self.row_kind else number)
+            own.append(-1 if kind == self.row_kind else number)
+        return tuple(np.array(column, np.int64) for column in (slots, texts, own))  # type: ignore[return-value]
+
+    def schema_column(self, slots: Any, texts: Any, own: Any, is_row: Any) -> Any:
+        """Each row's schema JSON where its table's schema first appears or changes.
+
+        ``texts`` is the schema in effect for each row (-1: none known); non-ROW rows keep the
+        schema they carry (``own``).  A ROW row writes its schema when the previous row of its
+        table that has one (in this batch) had another.
+        """
+        import numpy as np
+        import pyarrow as pa
+
+        if not self.texts:
+            return pa.nulls(len(slots), pa.string())
+        known = np.flatnonzero(texts >= 0)
+        by_table = np.argsort(slots[known], kind="stable")
+        ordered_slots, ordered_texts = slots[known][by_table], texts[known][by_table]
+        changed = np.ones(len(known), np.bool_)
+        changed[1:] = (ordered_slots[1:] != ordered_slots[:-1]) | (
+            ordered_texts[1:] != ordered_texts[:-1]
+        )
+        write = np.zeros(len(slots), np.bool_)
+        write[known[by_table]] = changed
+        ids = np.where(is_row, texts, own)
+        write = np.where(is_row, write, own >= 0)
+        names = pa.array(list(self.texts), pa.string())
+        return names.take(pa.array(np.where(write, ids, 0), mask=~write))
