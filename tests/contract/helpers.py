@@ -233,7 +233,7 @@ def typed_changelog(batch: pa.RecordBatch, fsp: bool = True) -> list[dict[str, A
     types from it."""
     schemas: dict[tuple[str, str], Any] = {}
     texts: dict[tuple[str, str], str] = {}
-    rows = batch.to_pylist()
+    rows: list[dict[str, Any]] = batch.to_pylist()
     for row in rows:
         if row["kind"] != "ROW":
             continue

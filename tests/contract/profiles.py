@@ -98,7 +98,7 @@ def _sample(protocol: str) -> Callable[[Path], list[Message]]:
 def _open_protocol_golden(golden_dir: Path) -> list[Message]:
     """TiCDC's Java example batches (key/value file pairs), in a fixed order."""
     base = golden_dir / "open-protocol"
-    messages = []
+    messages: list[Message] = []
     for kind in ("row", "ddl", "rts"):
         for number in range(3):
             key = (base / "key" / f"{kind}_key_{number}").read_bytes()

@@ -8,6 +8,7 @@ quickly and without allocating far beyond the message's size.
 
 from __future__ import annotations
 
+import contextlib
 import tracemalloc
 from typing import Any
 
@@ -15,13 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contract.helpers import byte_mutations, encode, examples, json_mutations
+from contract.helpers import byte_mutations, encode, examples, json_mutations, kafka_batch
 from contract.profiles import Variant, variant_id, variants
 from strategies import other_events, row_changes
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder
+from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder
 from ticdc_spark.errors import DecodeError
-from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema
+from ticdc_spark.model import Column, Event, Index, RowChange, RowKind, TableSchema
 from ticdc_spark.types import parse_column_type
 
 VARIANTS = variants()
@@ -59,7 +61,7 @@ def _decode_safely(protocol: str, options: Any, message: Message, warm: list[Mes
     events=st.lists(st.one_of(row_changes(), other_events()), min_size=1, max_size=3),
 )
 def test_mutated_messages_raise_only_decode_errors(
-    protocol: str, variant: Variant, data: st.DataObject, events: list
+    protocol: str, variant: Variant, data: st.DataObject, events: list[Event]
 ) -> None:
     messages = encode(protocol, variant.options, events)
     if not messages:  # (watermarks alone, where the protocol does not carry them)
@@ -78,6 +80,48 @@ def test_mutated_messages_raise_only_decode_errors(
         **POSITION,  # type: ignore[arg-type]
     )
     _decode_safely(protocol, variant.options, fuzzed, messages)
+    _batch_safely(protocol, variant.options, [*messages, fuzzed])
+
+
+# What Arrow raises when it refuses the rows a batch path let through (the Spark decode stage
+# then decodes the batch one message at a time): the batch paths' only other exceptions.
+_ARROW_REFUSED = (ArithmeticError, TypeError, ValueError)
+
+
+def _batch_safely(protocol: str, options: Any, messages: list[Message]) -> None:
+    """The batch paths hand a bad message to the one-by-one callback (whose DecodeError the
+    caller turns into a dead letter); they raise nothing but Arrow's refusal."""
+    errors: list[int] = []
+
+    def one(decoder: Any, sink: ChangelogBuilder) -> Any:
+        def decode_one(i: int) -> None:
+            try:
+                decoder.decode_into(messages[i], sink)
+            except DecodeError as exc:
+                assert messages[i].position in str(exc)
+                errors.append(i)
+
+        return decode_one
+
+    decoder = make_decoder(protocol, options)
+    if isinstance(decoder, BatchDecoder):
+        sink = ChangelogBuilder()
+        with contextlib.suppress(*_ARROW_REFUSED):
+            decoder.decode_batch(
+                [m.value for m in messages],
+                [m.topic for m in messages],
+                [m.partition or 0 for m in messages],
+                [m.offset or 0 for m in messages],
+                sink,
+                one(decoder, sink),
+            )
+            sink.to_batch()
+    decoder = make_decoder(protocol, options)
+    if isinstance(decoder, ArrowBatchDecoder):
+        sink = ChangelogBuilder()
+        with contextlib.suppress(*_ARROW_REFUSED):
+            decoder.decode_arrow_batch(kafka_batch(messages), one(decoder, sink), sink)
+    assert set(errors) <= {len(messages) - 1}  # only the mutated message may be bad
 
 
 @pytest.mark.parametrize(("protocol", "variant"), VARIANTS, ids=variant_id)
@@ -93,7 +137,7 @@ def test_random_bytes_raise_only_decode_errors(
 @examples(30)
 @given(data=st.data(), rows=st.lists(row_changes(), min_size=1, max_size=2))
 def test_json_field_mutations_reach_the_json(
-    protocol: str, variant: Variant, data: st.DataObject, rows: list
+    protocol: str, variant: Variant, data: st.DataObject, rows: list[Event]
 ) -> None:
     """Field deletions and wrong types inside the documents (not only broken framing):
     the framing helpers split and join a message's JSON documents without change."""

@@ -41,7 +41,9 @@ def test_rows_round_trip(protocol: str, variant: Variant, rows: list[Event]) -> 
 @pytest.mark.parametrize(("protocol", "variant"), VARIANTS, ids=variant_id)
 @examples(15)
 @given(events=st.lists(other_events(), min_size=1, max_size=4))
-def test_ddl_and_watermarks_round_trip(protocol: str, variant: Variant, events: list) -> None:
+def test_ddl_and_watermarks_round_trip(
+    protocol: str, variant: Variant, events: list[Event]
+) -> None:
     messages = encode(protocol, variant.options, events)
     assert_same_events(variant.carries, events, decode_all(protocol, variant.options, messages))
 
