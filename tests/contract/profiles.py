@@ -28,8 +28,10 @@ class Carries:
 
     ``commit_ts``: ``exact`` TSO, or only its ``physical-ms`` (``es`` of Canal-JSON without
     the TiDB extension).  ``type_view``: the part of a column type that survives the wire.
-    ``noop_update_reads_as_insert``: with only-updated-columns an UPDATE that changed nothing
-    has no old image and reads as an INSERT (upsert).  ``key``: messages carry a Kafka key.
+    ``update_as_insert``: an UPDATE without an old image on the wire reads as an INSERT
+    (upsert): ``unchanged`` ones (only-updated-columns leaves an empty old image out) or
+    ``all`` (output-old-value off).  ``delete_key_only``: a DELETE carries only the handle-key
+    columns.  ``key``: messages carry a Kafka key.
     ``arrow_batch``: the decoder's Arrow batch path applies (when the compiled code is built).
     ``compiled``: the codec's value loops run in the compiled module when it is built.
     """
@@ -37,7 +39,8 @@ class Carries:
     commit_ts: Literal["exact", "physical-ms"] = "exact"
     watermarks: bool = True
     type_view: Callable[[ColumnType], str] = plain_type_desc
-    noop_update_reads_as_insert: bool = False
+    update_as_insert: Literal["never", "unchanged", "all"] = "never"
+    delete_key_only: bool = False
     key: bool = False
     arrow_batch: bool = False
     compiled: bool = True
@@ -152,7 +155,19 @@ OPEN_PROTOCOL = Profile(
         Variant(
             "batch3-only-updated",
             {"max-batch-size": "3", "only-output-updated-columns": "true"},
-            Carries(key=True, noop_update_reads_as_insert=True),
+            Carries(key=True, update_as_insert="unchanged"),
+            LENGTH_PREFIXED,
+        ),
+        Variant(
+            "no-old-value",
+            {"output-old-value": "false"},
+            Carries(key=True, update_as_insert="all"),
+            LENGTH_PREFIXED,
+        ),
+        Variant(
+            "delete-key-only",
+            {"delete-only-output-handle-key-columns": "true"},
+            Carries(key=True, delete_key_only=True),
             LENGTH_PREFIXED,
         ),
         Variant("snappy", {"large-message-handle-compression": "snappy"}, _OPEN, LENGTH_PREFIXED),
@@ -189,6 +204,12 @@ CANAL_JSON = Profile(
             "only-updated",
             {**_EXTENSION, "only-output-updated-columns": "true"},
             Carries(arrow_batch=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "delete-key-only",
+            {**_EXTENSION, "delete-only-output-handle-key-columns": "true"},
+            Carries(arrow_batch=True, delete_key_only=True),
             WHOLE_JSON,
         ),
         Variant(
