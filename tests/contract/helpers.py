@@ -113,10 +113,12 @@ def assert_same_row(carries: Carries, sent: RowChange, got: RowChange) -> None:
     assert got.kind is sent.kind
     assert (got.database, got.table) == (sent.database, sent.table)
     assert_same_commit_ts(carries, sent.commit_ts, got.commit_ts)
-    if carries.delete_key_only and sent.kind is RowKind.DELETE:
-        assert sent.before is not None
-        assert got.before == {name: sent.before[name] for name in sent.schema.handle_key}
-        assert got.after is None
+    assert carries.large_key_only or not got.handle_key_only
+    key_only = got.handle_key_only or (carries.delete_key_only and sent.kind is RowKind.DELETE)
+    if key_only:
+        assert (got.before is None, got.after is None) == (sent.before is None, sent.after is None)
+        assert got.before is None or got.before == _key(sent, sent.before)
+        assert got.after is None or got.after == _key(sent, sent.after)
         return
     assert got.before == sent.before
     assert got.after == sent.after
@@ -125,6 +127,11 @@ def assert_same_row(carries: Carries, sent: RowChange, got: RowChange) -> None:
     assert {c.name: view(c.type) for c in got.schema.columns} == {
         c.name: view(c.type) for c in sent.schema.columns
     }
+
+
+def _key(row: RowChange, image: Mapping[str, Any] | None) -> dict[str, Any]:
+    assert image is not None
+    return {name: image[name] for name in row.schema.handle_key}
 
 
 def assert_same_event(carries: Carries, sent: Event, got: Event) -> None:

@@ -31,7 +31,8 @@ class Carries:
     ``update_as_insert``: an UPDATE without an old image on the wire reads as an INSERT
     (upsert): ``unchanged`` ones (only-updated-columns leaves an empty old image out) or
     ``all`` (output-old-value off).  ``delete_key_only``: a DELETE carries only the handle-key
-    columns.  ``key``: messages carry a Kafka key.
+    columns.  ``large_key_only``: a row too large for max-message-bytes is sent with only
+    its handle-key columns (marked ``handle_key_only``).  ``key``: messages carry a Kafka key.
     ``arrow_batch``: the decoder's Arrow batch path applies (when the compiled code is built).
     ``compiled``: the codec's value loops run in the compiled module when it is built.
     """
@@ -41,6 +42,7 @@ class Carries:
     type_view: Callable[[ColumnType], str] = plain_type_desc
     update_as_insert: Literal["never", "unchanged", "all"] = "never"
     delete_key_only: bool = False
+    large_key_only: bool = False
     key: bool = False
     arrow_batch: bool = False
     compiled: bool = True
@@ -170,6 +172,12 @@ OPEN_PROTOCOL = Profile(
             Carries(key=True, delete_key_only=True),
             LENGTH_PREFIXED,
         ),
+        Variant(
+            "large-handle-key-only",
+            {"large-message-handle-option": "handle-key-only", "max-message-bytes": "400"},
+            Carries(key=True, large_key_only=True),
+            LENGTH_PREFIXED,
+        ),
         Variant("snappy", {"large-message-handle-compression": "snappy"}, _OPEN, LENGTH_PREFIXED),
     ),
     (
@@ -210,6 +218,16 @@ CANAL_JSON = Profile(
             "delete-key-only",
             {**_EXTENSION, "delete-only-output-handle-key-columns": "true"},
             Carries(arrow_batch=True, delete_key_only=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "large-handle-key-only",
+            {
+                **_EXTENSION,
+                "large-message-handle-option": "handle-key-only",
+                "max-message-bytes": "900",
+            },
+            Carries(arrow_batch=True, large_key_only=True),
             WHOLE_JSON,
         ),
         Variant(

@@ -7,6 +7,8 @@ set (its profile's :class:`~contract.profiles.Carries`), and a second trip chang
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -54,10 +56,20 @@ def test_ddl_and_watermarks_round_trip(
 def test_decoding_is_idempotent_on_what_the_protocol_carries(
     protocol: str, variant: Variant, events: list[Event]
 ) -> None:
-    """decode(encode(x)) is a fixed point: a second trip changes nothing, not even types."""
+    """decode(encode(x)) is a fixed point: a second trip changes nothing, not even types.
+    (But for the handle-key-only mark of a row that was too large: its key columns alone
+    fit the limit, so the second trip sends them as a whole row.)"""
     once = decode_all(protocol, variant.options, encode(protocol, variant.options, events))
     twice = decode_all(protocol, variant.options, encode(protocol, variant.options, once))
-    assert [event_to_json(e) for e in twice] == [event_to_json(e) for e in once]
+
+    def normalized(events: list[Event]) -> list[dict[str, Any]]:
+        out = [event_to_json(e) for e in events]
+        if variant.carries.large_key_only:
+            for obj in out:
+                obj.pop("handleKeyOnly", None)
+        return out
+
+    assert normalized(twice) == normalized(once)
 
 
 @examples(100)
