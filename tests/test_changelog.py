@@ -1,79 +1,15 @@
-"""The changelog: each protocol's fast path (wire text) means the same values as the generic
-path (decode to canonical values, print the normalized text)."""
+"""The changelog: the Spark decode stage's batch paths (Canal-JSON).
+
+That every protocol's decode path into a changelog means the same values as its events, and
+that its batch paths give the one-by-one rows, is in tests/contract/test_changelog_agrees.py."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from strategies import row_changes
-from ticdc_spark.changelog import ChangelogBuilder, schema_from_json
-from ticdc_spark.codec import make_decoder, make_encoder
-from ticdc_spark.sinks.convert import convert_column
-
-PROTOCOLS = [
-    ("canal-json", {"enable-tidb-extension": "true"}),
-    ("open-protocol", {}),
-    ("canal-json", {"enable-tidb-extension": "true", "content-compatible": "true"}),
-]
-
-
-def _both_ways(protocol: str, options: dict, rows: list) -> tuple[pa.Table, pa.Table]:
-    decoder = make_decoder(protocol, options)
-    fast, generic = ChangelogBuilder(), ChangelogBuilder()
-    for offset, message in enumerate(make_encoder(protocol, options).encode(rows)):
-        message.topic, message.partition, message.offset = "t", 0, offset
-        decoder.decode_into(message, fast)
-        generic.add_events(decoder.decode(message), "t", 0, offset)
-    return (pa.Table.from_batches([fast.to_batch()]), pa.Table.from_batches([generic.to_batch()]))
-
-
-@pytest.mark.parametrize(("protocol", "options"), PROTOCOLS)
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rows=st.lists(row_changes(), min_size=1, max_size=4))
-def test_fast_path_means_the_same_values(protocol: str, options: dict, rows: list) -> None:
-    fast, generic = _both_ways(protocol, options, rows)
-    assert fast.num_rows == generic.num_rows
-    for field in ("kind", "op", "database", "table", "commit_ts", "seq"):
-        assert fast[field].to_pylist() == generic[field].to_pylist()
-    schemas = [s for s in generic["schema"].to_pylist() if s]
-    for i in range(fast.num_rows):
-        schema = schema_from_json(schemas[0], "d", "t") if len(schemas) == 1 else None
-        for side in ("before", "after"):
-            got, want = fast[side][i].as_py(), generic[side][i].as_py()
-            assert (got is None) == (want is None)
-            if got is None:
-                continue
-            got, want = dict(got), dict(want)
-            assert got.keys() == want.keys()
-            row_schema = schema or rows[i].schema
-            for column in row_schema.columns:
-                if column.name not in got:
-                    continue
-                a, _ = convert_column(column.type, pa.array([got[column.name]], pa.string()))
-                b, _ = convert_column(column.type, pa.array([want[column.name]], pa.string()))
-                assert a.to_pylist() == b.to_pylist(), (
-                    column.name,
-                    got[column.name],
-                    want[column.name],
-                )
-
-
-# -- the Spark decode stage's batch path ---------------------------------------------------
-
-
-def _kafka_batch(messages: list) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {
-            "key": pa.array([m.key for m in messages], pa.binary()),
-            "value": pa.array([m.value for m in messages], pa.binary()),
-            "topic": pa.array([m.topic for m in messages], pa.string()),
-            "partition": pa.array([m.partition for m in messages], pa.int32()),
-            "offset": pa.array([m.offset for m in messages], pa.int64()),
-        }
-    )
+from contract.helpers import kafka_batch
+from ticdc_spark.codec import make_decoder
 
 
 def _genuine_canal(messages: list) -> list:
@@ -106,7 +42,7 @@ def test_batch_path_equals_one_by_one() -> None:
     options = {"enable-tidb-extension": "true"}
     messages = produce(Workload(seed=11, rows=300, tables=2), "canal-json", options)
     messages += _genuine_canal(messages[:60])
-    batch = _kafka_batch(messages)
+    batch = kafka_batch(messages)
     batched = pa.Table.from_batches(list(decode_batches(iter([batch]), "canal-json", options)))
     careful = _Records(batch, make_decoder("canal-json", options), fail=False).one_by_one()
     assert batched.num_rows == careful.num_rows > len(messages)  # DDL, watermarks, two-row msgs
@@ -132,7 +68,7 @@ def test_batch_path_hands_a_bad_value_to_the_checks() -> None:
     obj["data"][0][column] = 12345
     bad = Message(None, orjson.dumps(obj), topic="cdc", partition=0, offset=10_000)
     out = pa.Table.from_batches(
-        list(decode_batches(iter([_kafka_batch([*good, bad])]), "canal-json", options))
+        list(decode_batches(iter([kafka_batch([*good, bad])]), "canal-json", options))
     )
     errors = out.filter(pa.compute.equal(out["kind"], "ERROR")).to_pylist()
     assert [(e["topic"], e["offset"]) for e in errors] == [("cdc", 10_000)]
@@ -140,7 +76,7 @@ def test_batch_path_hands_a_bad_value_to_the_checks() -> None:
     assert (
         out.num_rows - 1
         == pa.Table.from_batches(
-            list(decode_batches(iter([_kafka_batch(good)]), "canal-json", options))
+            list(decode_batches(iter([kafka_batch(good)]), "canal-json", options))
         ).num_rows
     )
 
@@ -151,7 +87,7 @@ def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
     from ticdc_spark.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
-    batch = _kafka_batch(produce(Workload(seed=13, rows=120, tables=1), "canal-json", options))
+    batch = kafka_batch(produce(Workload(seed=13, rows=120, tables=1), "canal-json", options))
     whole = pa.Table.from_batches(list(stage.decode_batches(iter([batch]), "canal-json", options)))
     monkeypatch.setattr(stage, "MAX_INPUT_BYTES", batch.nbytes // 5)
     sliced = list(stage.decode_batches(iter([batch]), "canal-json", options))
@@ -184,7 +120,7 @@ def test_batch_path_reads_null_names_as_the_careful_path_does() -> None:
         obj = orjson.loads(m.value)
         obj["database"] = None
         nameless.append(Message(None, orjson.dumps(obj), topic="t", partition=0, offset=offset))
-    batch = _kafka_batch(nameless)
+    batch = kafka_batch(nameless)
     batched = pa.Table.from_batches(list(decode_batches(iter([batch]), "canal-json", options)))
     careful = _Records(batch, make_decoder("canal-json", options), fail=False).one_by_one()
     assert batched.to_pylist() == pa.Table.from_batches([careful]).to_pylist()
@@ -208,12 +144,12 @@ def test_a_value_arrow_cannot_hold_becomes_a_dead_letter() -> None:
     huge = orjson.loads(first.value)
     huge["_tidb"]["commitTs"] = 1 << 63  # a JSON integer orjson reads, past int64
     bad = Message(None, orjson.dumps(huge), topic="cdc", partition=0, offset=77_777)
-    batch = _kafka_batch([*good, bad])
+    batch = kafka_batch([*good, bad])
     out = pa.Table.from_batches(list(decode_batches(iter([batch]), "canal-json", options)))
     errors = out.filter(pa.compute.equal(out["kind"], "ERROR")).to_pylist()
     assert [(e["offset"], e["value"]) for e in errors] == [(77_777, bad.value)]
     expected = pa.Table.from_batches(
-        list(decode_batches(iter([_kafka_batch(good)]), "canal-json", options))
+        list(decode_batches(iter([kafka_batch(good)]), "canal-json", options))
     )
     assert out.num_rows == expected.num_rows + 1
     with pytest.raises(DecodeError, match="cdc/0@77777"):

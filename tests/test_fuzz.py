@@ -1,138 +1,18 @@
-"""Fuzzing the decoders with mutated messages: only DecodeError may escape, quickly, and no
-message may make a decoder allocate far beyond its own size."""
+"""Protocol-specific malformed messages: each is a DecodeError naming the record.
+
+The generic fuzzing (random bytes and mutated messages of every registered protocol: only
+DecodeError may escape, quickly, without allocating far beyond the message's size) is in
+tests/contract/test_fuzzing.py."""
 
 from __future__ import annotations
 
 import struct
-import tracemalloc
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from strategies import other_events, row_changes
-from ticdc_spark.codec import Message, make_decoder, make_encoder
+from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.errors import DecodeError
-
-PROTOCOLS = [
-    ("open-protocol", {}),
-    ("open-protocol", {"large-message-handle-compression": "snappy"}),
-    ("canal-json", {"enable-tidb-extension": "true"}),
-    ("canal-json", {"large-message-handle-compression": "lz4"}),
-]
-FUZZ = settings(
-    max_examples=200,
-    deadline=2000,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-
-
-@st.composite
-def mutations(draw: st.DrawFn, data: bytes) -> bytes:
-    """One of: truncate, flip a byte, insert bytes, splice in bad UTF-8 or a huge length,
-    replace a JSON scalar with a value of the wrong type."""
-    if not data:
-        return draw(st.binary(max_size=16))
-    kind = draw(
-        st.sampled_from(["truncate", "flip", "insert", "utf8", "length", "json-type", "duplicate"])
-    )
-    pos = draw(st.integers(0, len(data) - 1))
-    if kind == "truncate":
-        return data[:pos]
-    if kind == "flip":
-        return data[:pos] + bytes([data[pos] ^ draw(st.integers(1, 255))]) + data[pos + 1 :]
-    if kind == "insert":
-        return data[:pos] + draw(st.binary(min_size=1, max_size=8)) + data[pos:]
-    if kind == "utf8":
-        return (
-            data[:pos]
-            + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80"]))
-            + data[pos:]
-        )
-    if kind == "length":
-        huge = draw(st.sampled_from([2**63 - 1, 2**64 - 1, 2**40, len(data) + 1]))
-        return data[:pos] + struct.pack(">Q", huge) + data[pos + 8 :]
-    if kind == "duplicate":
-        return data + data[pos:]
-    replacement = draw(
-        st.sampled_from(
-            [
-                b"null",
-                b"true",
-                b"[]",
-                b"{}",
-                b'"x"',
-                b"-1",
-                b"1e999",
-                b"18446744073709551616",
-                b'"\\ud800"',
-                b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
-            ]
-        )
-    )
-    for token in (b'":"', b'":', b'":{'):
-        at = data.find(token, pos)
-        if at >= 0:
-            start = at + len(token) - (1 if token == b'":"' else 0)
-            end = start + 1
-            while end < len(data) and data[end] not in b",}]":
-                end += 1
-            return data[:start] + replacement + data[end:]
-    return data + replacement
-
-
-def _decode_safely(protocol: str, options: dict, message: Message) -> None:
-    decoder = make_decoder(protocol, options)
-    tracemalloc.start()
-    try:
-        decoder.decode(message)
-    except DecodeError as exc:
-        assert exc.protocol == protocol
-        assert exc.position == message.position
-    finally:
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-    budget = 64 * (len(message.key or b"") + len(message.value or b"")) + (4 << 20)
-    assert peak < budget, f"decoding {message.size} bytes allocated {peak}"
-
-
-@pytest.mark.parametrize(("protocol", "options"), PROTOCOLS)
-@FUZZ
-@given(
-    data=st.data(),
-    events=st.lists(st.one_of(row_changes(), other_events()), min_size=1, max_size=3),
-)
-def test_mutated_messages_raise_only_decode_errors(
-    protocol: str, options: dict, data: st.DataObject, events: list
-) -> None:
-    encoder = make_encoder(protocol, options)
-    if hasattr(encoder, "clock"):
-        encoder.clock = lambda: 1_700_000_000_000  # deterministic bytes for hypothesis
-    messages = encoder.encode(events)
-    if not messages:
-        return
-    message = data.draw(st.sampled_from(messages))
-    part = data.draw(st.sampled_from(["key", "value"] if message.key else ["value"]))
-    original = getattr(message, part) or b""
-    mutated = data.draw(mutations(original))
-    fuzzed = Message(
-        mutated if part == "key" else message.key,
-        mutated if part == "value" else message.value,
-        topic="fuzz",
-        partition=3,
-        offset=99,
-    )
-    _decode_safely(protocol, options, fuzzed)
-
-
-@pytest.mark.parametrize(("protocol", "options"), PROTOCOLS)
-@FUZZ
-@given(key=st.none() | st.binary(max_size=64), value=st.none() | st.binary(max_size=256))
-def test_random_bytes_raise_only_decode_errors(
-    protocol: str, options: dict, key: bytes | None, value: bytes | None
-) -> None:
-    _decode_safely(protocol, options, Message(key, value, topic="fuzz", partition=0, offset=1))
 
 
 def test_huge_length_prefix_is_rejected_without_allocating() -> None:

@@ -1,0 +1,262 @@
+"""One profile per registered protocol: what the contract suite exercises and expects.
+
+A protocol joins the suite by registering itself in the codec catalog and adding a
+:class:`Profile` here: its option sets (each a :class:`Variant` saying what the protocol
+carries with those options), its golden files and how to read them, and how to reach the
+JSON documents inside a message (for the fuzzer's field deletions).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from ticdc_spark.codec import Message
+from ticdc_spark.io.capture import read_capture
+from ticdc_spark.types import ColumnType, full_type_desc, plain_type_desc
+
+__all__ = ["PROFILES", "Carries", "Framing", "Golden", "Profile", "Variant", "variants"]
+
+
+@dataclass(frozen=True)
+class Carries:
+    """What a protocol carries with one option set, so round trips compare only that.
+
+    ``commit_ts``: ``exact`` TSO, or only its ``physical-ms`` (``es`` of Canal-JSON without
+    the TiDB extension).  ``type_view``: the part of a column type that survives the wire.
+    ``update_as_insert``: an UPDATE without an old image on the wire reads as an INSERT
+    (upsert): ``unchanged`` ones (only-updated-columns leaves an empty old image out) or
+    ``all`` (output-old-value off).  ``delete_key_only``: a DELETE carries only the handle-key
+    columns.  ``large_key_only``: a row too large for max-message-bytes is sent with only
+    its handle-key columns (marked ``handle_key_only``).  ``key``: messages carry a Kafka key.
+    ``arrow_batch``: the decoder's Arrow batch path applies (when the compiled code is built).
+    ``compiled``: the codec's value loops run in the compiled module when it is built.
+    """
+
+    commit_ts: Literal["exact", "physical-ms"] = "exact"
+    watermarks: bool = True
+    type_view: Callable[[ColumnType], str] = plain_type_desc
+    update_as_insert: Literal["never", "unchanged", "all"] = "never"
+    delete_key_only: bool = False
+    large_key_only: bool = False
+    key: bool = False
+    arrow_batch: bool = False
+    compiled: bool = True
+
+
+@dataclass(frozen=True)
+class Framing:
+    """How to split a message part (key or value) into JSON documents and join them back;
+    ``split`` returns None when the part holds no plain JSON (e.g. compressed)."""
+
+    split: Callable[[str, bytes], list[bytes] | None]
+    join: Callable[[str, list[bytes]], bytes]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One option set of a protocol and what the protocol carries with it."""
+
+    label: str
+    options: Mapping[str, str]
+    carries: Carries
+    framing: Framing
+
+
+@dataclass(frozen=True)
+class Golden:
+    """A set of real messages: how to load them (given the shared golden folder), the options
+    to decode them with, and the events they hold by type (``RowChange``, ``DDLEvent``...).
+    Their decoded normalized events are stored in ``expected/<protocol>.<name>.jsonl``."""
+
+    name: str
+    load: Callable[[Path], list[Message]]
+    options: Mapping[str, str]
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    variants: tuple[Variant, ...]
+    goldens: tuple[Golden, ...] = field(default=())
+
+
+# -- reading golden files ----------------------------------------------------------------------
+
+
+def _sample(protocol: str) -> Callable[[Path], list[Message]]:
+    """The bundled sample capture of a protocol (``ticdc_spark/samples``)."""
+
+    def load(_golden_dir: Path) -> list[Message]:
+        name = f"{protocol}.capture.jsonl"
+        sample = resources.files("ticdc_spark").joinpath("samples").joinpath(name)
+        return list(read_capture(sample.read_bytes().splitlines(), source=name))
+
+    return load
+
+
+def _open_protocol_golden(golden_dir: Path) -> list[Message]:
+    """TiCDC's Java example batches (key/value file pairs), in a fixed order."""
+    base = golden_dir / "open-protocol"
+    messages: list[Message] = []
+    for kind in ("row", "ddl", "rts"):
+        for number in range(3):
+            key = (base / "key" / f"{kind}_key_{number}").read_bytes()
+            value = (base / "value" / f"{kind}_value_{number}").read_bytes()
+            offset = len(messages)
+            messages.append(Message(key, value, topic="golden", partition=0, offset=offset))
+    return messages
+
+
+# -- framings ----------------------------------------------------------------------------------
+
+
+def _whole_json(part: str, data: bytes) -> list[bytes] | None:
+    return [data] if part == "value" and data[:1] == b"{" else None
+
+
+def _join_whole(part: str, documents: list[bytes]) -> bytes:
+    return documents[0]
+
+
+def _length_prefixed(part: str, data: bytes) -> list[bytes] | None:
+    """Open Protocol: the key is a uint64 version then [uint64 length][JSON]..., the value
+    [uint64 length][JSON]... (see ../shared/spec/REFERENCE.md)."""
+    at = 8 if part == "key" else 0
+    documents = []
+    while at + 8 <= len(data):
+        (length,) = struct.unpack_from(">Q", data, at)
+        documents.append(data[at + 8 : at + 8 + length])
+        at += 8 + length
+    if at != len(data) or not all(d[:1] == b"{" for d in documents):
+        return None  # compressed, or not plain JSON
+    return documents
+
+
+def _join_length_prefixed(part: str, documents: list[bytes]) -> bytes:
+    head = struct.pack(">Q", 1) if part == "key" else b""
+    return head + b"".join(struct.pack(">Q", len(d)) + d for d in documents)
+
+
+WHOLE_JSON = Framing(_whole_json, _join_whole)
+LENGTH_PREFIXED = Framing(_length_prefixed, _join_length_prefixed)
+
+# -- the protocols -----------------------------------------------------------------------------
+
+_OPEN = Carries(key=True)
+
+OPEN_PROTOCOL = Profile(
+    "open-protocol",
+    (
+        Variant("default", {}, _OPEN, LENGTH_PREFIXED),
+        Variant(
+            "batch3-only-updated",
+            {"max-batch-size": "3", "only-output-updated-columns": "true"},
+            Carries(key=True, update_as_insert="unchanged"),
+            LENGTH_PREFIXED,
+        ),
+        Variant(
+            "no-old-value",
+            {"output-old-value": "false"},
+            Carries(key=True, update_as_insert="all"),
+            LENGTH_PREFIXED,
+        ),
+        Variant(
+            "delete-key-only",
+            {"delete-only-output-handle-key-columns": "true"},
+            Carries(key=True, delete_key_only=True),
+            LENGTH_PREFIXED,
+        ),
+        Variant(
+            "large-handle-key-only",
+            {"large-message-handle-option": "handle-key-only", "max-message-bytes": "400"},
+            Carries(key=True, large_key_only=True),
+            LENGTH_PREFIXED,
+        ),
+        Variant("snappy", {"large-message-handle-compression": "snappy"}, _OPEN, LENGTH_PREFIXED),
+    ),
+    (
+        Golden(
+            "java-example",
+            _open_protocol_golden,
+            {},
+            {"RowChange": 5, "DDLEvent": 4, "Watermark": 4},
+        ),
+        Golden(
+            "sample",
+            _sample("open-protocol"),
+            {},
+            {"RowChange": 40, "DDLEvent": 6, "Watermark": 24},
+        ),
+    ),
+)
+
+_EXTENSION = {"enable-tidb-extension": "true"}
+
+CANAL_JSON = Profile(
+    "canal-json",
+    (
+        Variant("tidb-extension", _EXTENSION, Carries(arrow_batch=True), WHOLE_JSON),
+        Variant(
+            "content-compatible",
+            {**_EXTENSION, "content-compatible": "true"},
+            Carries(type_view=full_type_desc, arrow_batch=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "only-updated",
+            {**_EXTENSION, "only-output-updated-columns": "true"},
+            Carries(arrow_batch=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "delete-key-only",
+            {**_EXTENSION, "delete-only-output-handle-key-columns": "true"},
+            Carries(arrow_batch=True, delete_key_only=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "large-handle-key-only",
+            {
+                **_EXTENSION,
+                "large-message-handle-option": "handle-key-only",
+                "max-message-bytes": "900",
+            },
+            Carries(arrow_batch=True, large_key_only=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "lz4",
+            {"large-message-handle-compression": "lz4"},
+            Carries(commit_ts="physical-ms", watermarks=False),
+            WHOLE_JSON,
+        ),
+    ),
+    (
+        Golden(
+            "sample",
+            _sample("canal-json"),
+            _EXTENSION,
+            {"RowChange": 40, "DDLEvent": 2, "Watermark": 24},
+        ),
+    ),
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON)}
+
+
+def variants() -> list[tuple[str, Variant]]:
+    """(protocol, variant) for every registered protocol that has a profile, for
+    ``pytest.mark.parametrize``; a protocol without one fails ``test_registry``."""
+    from ticdc_spark.codec import protocols
+
+    return [(name, v) for name in protocols() if name in PROFILES for v in PROFILES[name].variants]
+
+
+def variant_id(value: object) -> str | None:
+    return value.label if isinstance(value, Variant) else None
