@@ -51,7 +51,16 @@ from ticdc_spark.codec.open_protocol.wire import (
     str_field,
 )
 from ticdc_spark.errors import DecodeError
-from ticdc_spark.model import Column, ColumnFlag, DDLEvent, DDLType, RowKind, TableSchema, Watermark
+from ticdc_spark.model import (
+    Column,
+    ColumnFlag,
+    DDLEvent,
+    DDLType,
+    RowChange,
+    RowKind,
+    TableSchema,
+    Watermark,
+)
 
 __all__ = ["OpenProtocolDecoder"]
 
@@ -62,9 +71,11 @@ _INTEGER = object()  # an integer column: int values are read inline
 # Readers :func:`_python_image` inlines for the two commonest kinds of column (None: a string).
 _INLINE: dict[Any, Any] = {STRING_DECODER: None, INTEGER_DECODER: _INTEGER}
 
-# A row decoded, before the sink takes it (a message goes to the sink whole or not at all):
-# (kind, schema, commit ts, before, after, handle-key only, partition id)
-_Row = tuple[RowKind, TableSchema, int, Any, Any, bool, int | None]
+# A row decoded, before the sink takes it (a message goes to the sink whole or not at all): a
+# RowChange for a sink of canonical values, which takes the message's events in one call;
+# for a text sink (kind, schema, commit ts, before, after, handle-key only, partition id).
+_TextRow = tuple[RowKind, TableSchema, int, Any, Any, bool, int | None]
+_Row = RowChange | _TextRow
 _Item = _Row | DDLEvent | Watermark
 
 
@@ -120,7 +131,11 @@ class OpenProtocolDecoder(DecoderBase):
                 raise DecodeError("an Open Protocol message needs a key")
             side = _TEXT if sink.text else _CANONICAL
             items = self._items(message.key, message.value or b"", side)
-        _hand_over(items, sink, message.topic, message.partition or 0, message.offset or 0)
+        where = (message.topic, message.partition or 0, message.offset or 0)
+        if side == _CANONICAL:
+            sink.add_events(items, *where)  # type: ignore[arg-type]  # (rows are RowChanges)
+        else:
+            _hand_over(items, sink, *where)
 
     def _items(self, key: bytes, value: bytes, side: _Side) -> list[_Item]:
         return [self._item(key_obj, entry, side) for key_obj, entry in batch(key, value)]
@@ -169,10 +184,12 @@ class OpenProtocolDecoder(DecoderBase):
             schema = self._fsp.apply(schema, plan.temporal, (columns, old), "v")
         partition = key.get("ptn")
         ptn = partition if type(partition) is int else None
-        if kind is _DELETE:
-            return (kind, schema, ts, image, None, bool(key.get("ohk")), ptn)
-        before = None if old_image is None else {**image, **old_image}  # p: maybe only changes
-        return (kind, schema, ts, before, image, bool(key.get("ohk")), ptn)
+        before, after = (image, None) if kind is _DELETE else (old_image, image)
+        if old_image is not None:
+            before = {**image, **old_image}  # p may hold only the changed columns
+        if side == _CANONICAL:
+            return RowChange(kind, schema, ts, before, after, ptn, bool(key.get("ohk")))
+        return (kind, schema, ts, before, after, bool(key.get("ohk")), ptn)
 
     def _images(
         self, key: dict[str, Any], columns: dict[str, Any], old: dict[str, Any] | None, side: _Side
@@ -196,7 +213,7 @@ class OpenProtocolDecoder(DecoderBase):
 
 
 def _hand_over(items: list[_Item], sink: RowSink, topic: str, partition: int, offset: int) -> None:
-    """Give a message's events to the sink, each at its place in the message."""
+    """Give a message's events to a text sink, each at its place in the message."""
     add_row = sink.add_row
     for seq, item in enumerate(items):
         if type(item) is tuple:
