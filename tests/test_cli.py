@@ -227,3 +227,80 @@ def test_console_script_and_sample_pipeline() -> None:
     events = [orjson.loads(line) for line in decoded.stdout.splitlines()]
     kinds = {e["type"] for e in events}
     assert {"DDL", "INSERT", "WATERMARK"} <= kinds
+
+
+# --------------------------------------------------------------------------------------------
+# --filter: TiCDC's table-filter rules on decode, encode, produce and replicate
+
+FILTER = ["--filter", "*.*", "--filter", "!canal_demo.tmp_*"]
+
+
+def test_decode_filter_drops_a_malformed_row_of_a_filtered_table(tmp_path: Path, capsys) -> None:
+    from test_filter_decode import CAPTURE
+
+    values = tmp_path / "canal.jsonl"
+    values.write_bytes(b"\n".join(CAPTURE) + b"\n")
+    argv = ["decode", "-p", "canal-json", "--values", str(values)]
+    code, _, err = run(argv, capsys)
+    assert code == 2 and "line 2" in err  # the malformed row, without the filter
+    code, events, err = run([*argv, *FILTER], capsys)
+    assert code == 0, err
+    assert {(e.get("database"), e.get("table")) for e in events if e["type"] != "WATERMARK"} == {
+        ("canal_demo", "canal_demo_user_test"),
+        ("test", "test_canal"),
+    }
+    code, _, err = run([*argv, "--filter", "db.t.x"], capsys)
+    assert code == 2 and "'db.t.x'" in err and "stray characters" in err
+
+
+def test_encode_filter_encodes_only_kept_tables(tmp_path: Path, capsys) -> None:
+    events = tmp_path / "events.jsonl"
+    workload = Workload(seed=3, rows=60, tables=2, watermark_every=5)
+    events.write_bytes(b"".join(orjson.dumps(event_to_json(e)) + b"\n" for e in workload.events()))
+    capture = tmp_path / "capture.jsonl"
+    argv = ["encode", "-p", "canal-json", "-o", "enable-tidb-extension=true", str(events)]
+    assert main([*argv, "--output", str(capture), "--filter", "SBTEST.*"]) == 0
+    code, decoded, err = run(["decode", "-p", "canal-json", str(capture)], capsys)
+    assert code == 0, err
+    assert {e["table"] for e in decoded if e["type"] != "WATERMARK"} == {"sbtest1"}
+    assert any(e["type"] == "WATERMARK" for e in decoded)
+
+
+def test_produce_filter_sends_and_expects_only_kept_tables(tmp_path: Path, capsys) -> None:
+    out, expected = tmp_path / "capture", tmp_path / "expected"
+    argv = ["produce", "-p", "canal-json", "--to", str(out), "--expected", str(expected)]
+    code, _, err = run([*argv, "--rows", "60", "--filter", "*.*", "--filter", "!test.*"], capsys)
+    assert code == 0, err
+    tables = {
+        (t["database"], t["table"]) for t in orjson.loads((expected / "_schemas.json").read_bytes())
+    }
+    assert tables == {("sbtest", "sbtest1")}
+    records = [
+        orjson.loads(line)
+        for f in sorted(out.glob("*.jsonl"))
+        for line in f.read_bytes().splitlines()
+    ]
+    assert records and {r["topic"] for r in records} == {"ticdc_sbtest"}
+
+
+def test_replicate_carries_the_filter_to_the_pipeline(tmp_path: Path, monkeypatch, capsys) -> None:
+    from ticdc_spark.spark import pipeline, session
+
+    seen = []
+    monkeypatch.setattr(session, "local_session", lambda *a, **k: _NoSpark())
+    monkeypatch.setattr(pipeline, "run", lambda spark, config, on_batch: seen.append(config))
+    argv = ["replicate", "--source", str(tmp_path), "-p", "canal-json"]
+    argv += ["--target", f"delta:{tmp_path / 't'}", "--checkpoint", str(tmp_path / "c")]
+    code, _, err = run([*argv, *FILTER], capsys)
+    assert code == 0, err
+    assert seen[0].table_filter == ("*.*", "!canal_demo.tmp_*")
+    code, _, err = run([*argv, "--filter", "db"], capsys)  # a bad rule: before Spark starts
+    assert code == 2 and "'db'" in err and "missing table pattern" in err
+    assert len(seen) == 1
+
+
+class _NoSpark:
+    class sparkContext:
+        @staticmethod
+        def setLogLevel(level: str) -> None:
+            pass

@@ -332,3 +332,39 @@ def test_consistent_mode_waits_for_a_partition_that_has_sent_nothing(
     run(spark, config)
     assert live(make_sink(target).read(("db", "t"))).to_pylist() == [{"id": 1, "v": "a"}]
     producer.close()
+
+
+def test_a_table_filter_keeps_filtered_tables_out_of_the_pipeline(spark, tmp_path: Path) -> None:
+    """replicate with TiCDC's table filter: the filtered table's messages, a malformed one
+    among them, are never decoded (--on-error stop does not fire) and never applied."""
+    from pipeline_helpers import produce
+    from ticdc_spark.io.capture import write_capture
+
+    protocol, options = "canal-json", PROTOCOLS["canal-json"]
+    workload = Workload(seed=31, rows=120, tables=2, watermark_every=5)  # sbtest1, alltypes2
+    messages = produce(workload, protocol, options, partitions=1)
+    filtered = [i for i, m in enumerate(messages) if b'"table":"alltypes2"' in (m.value or b"")]
+    bad = orjson.loads(messages[filtered[-1]].value)
+    bad["data"] = "not rows"
+    messages.insert(filtered[-1] + 1, Message(None, orjson.dumps(bad)))
+    source = tmp_path / "capture"
+    source.mkdir()
+    for offset, message in enumerate(messages):
+        message.topic, message.partition, message.offset = "cdc", 0, offset
+    with open(source / "part-0000.jsonl", "wb") as out:
+        write_capture(messages, out)
+    config = PipelineConfig(
+        source=str(source),
+        protocol=protocol,
+        target=f"delta:{tmp_path / 'lake'}",
+        checkpoint=str(tmp_path / "checkpoint"),
+        mode="eventual",
+        options=options,
+        on_error="stop",
+        table_filter=("*.*", "!TEST.*"),
+    )
+    run(spark, config)
+    sink = make_sink(config.target)
+    assert not sink.exists(("test", "alltypes2"))
+    (name,) = [n for n, s in workload.final_schemas().items() if s.table == "sbtest1"]
+    assert live(sink.read(("sbtest", "sbtest1"))).num_rows == len(workload.final_state()[name])

@@ -3,6 +3,7 @@
     ticdc-spark decode --protocol canal-json --values messages.jsonl
     ticdc-spark decode --protocol open-protocol capture.jsonl
     ticdc-spark encode --protocol canal-json --option enable-tidb-extension=true events.jsonl
+    ticdc-spark decode -p canal-json --filter 'shop.*' --filter '!shop.tmp_*' capture.jsonl
 
 Exit status: 0 on success, 2 on bad input or bad usage (the message names the line and the
 reason), 1 on any other failure.
@@ -22,6 +23,7 @@ import orjson
 from ticdc_spark.codec import Message, make_decoder, make_encoder, protocols
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import CaptureError, ConfigError, DecodeError, EncodeError
+from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.capture import read_capture, read_json_lines, read_values
 from ticdc_spark.normalized import event_from_json, event_to_json
 from ticdc_spark.produce import CaptureStreamOutput, Producer
@@ -101,6 +103,24 @@ def _key_values_argument(parser: argparse.ArgumentParser, *flags: str, help: str
     parser.add_argument(*flags, action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
+def _filter_argument(parser: argparse.ArgumentParser) -> None:
+    """The repeatable --filter RULE flag; read it with _table_filter."""
+    parser.add_argument(
+        "--filter",
+        "-f",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a TiCDC table-filter rule such as 'db.*' or '!db.tmp_*' (repeatable; the last "
+        "rule a table matches decides; names are case-insensitive; default: every table)",
+    )
+
+
+def _table_filter(args: argparse.Namespace) -> TableFilter | None:
+    """The --filter rules as a TableFilter (None: no rules, every table)."""
+    return TableFilter(args.filter) if args.filter else None
+
+
 def parse_key_values(pairs: Iterable[str], flag: str = "--option") -> dict[str, str]:
     """``["a=1", "b=2"]`` -> ``{"a": "1", "b": "2"}``; raises ConfigError on a missing '='.
 
@@ -137,6 +157,7 @@ def _add_decode(commands: Any) -> None:
         help="stop at the first bad record (exit 2), or report it and go on",
     )
     parser.add_argument("--output", default="-", help="where to write events (default stdout)")
+    _filter_argument(parser)
 
 
 def _run_decode(args: argparse.Namespace) -> int:
@@ -145,7 +166,9 @@ def _run_decode(args: argparse.Namespace) -> int:
     Decode a capture file (JSON Lines of Kafka records) or, with --values, a file of message
     values one per line; print one normalized JSON event per line.
     """
-    decoder = make_decoder(args.protocol, parse_key_values(args.option))
+    decoder = make_decoder(
+        args.protocol, parse_key_values(args.option), table_filter=_table_filter(args)
+    )
     skipped = 0
     with _open_in(args.input) as source, _open_out(args.output) as out:
         name = "stdin" if args.input == "-" else args.input
@@ -189,6 +212,7 @@ def _add_encode(commands: Any) -> None:
     parser.add_argument("input", nargs="?", default="-", help="events file, or - for stdin")
     _routing_arguments(parser, topic="ticdc", partitions=1, dispatcher="default")
     parser.add_argument("--output", default="-", help="capture file to write (default stdout)")
+    _filter_argument(parser)
 
 
 def _run_encode(args: argparse.Namespace) -> int:
@@ -207,6 +231,7 @@ def _run_encode(args: argparse.Namespace) -> int:
             router=TopicRouter(args.topic),
             dispatcher=make_dispatcher(args.dispatcher),
             partitions=args.partitions,
+            table_filter=_table_filter(args),
         )
         name = "stdin" if args.input == "-" else args.input
         for number, obj in read_json_lines(source, name):
@@ -262,6 +287,7 @@ def _add_produce(commands: Any) -> None:
     )
     _workload_arguments(parser)
     _routing_arguments(parser, topic="ticdc_{schema}", partitions=3, dispatcher="index-value")
+    _filter_argument(parser)
 
 
 def _routing_arguments(
@@ -324,6 +350,7 @@ def _run_produce(args: argparse.Namespace) -> int:
         topic=args.topic,
         partitions=args.partitions,
         dispatcher=args.dispatcher,
+        table_filter=_table_filter(args),
     )
     print(
         f"produced {result.messages} messages ({result.rows} row changes, {result.ddl} DDL) "
@@ -388,6 +415,7 @@ def _add_replicate(commands: Any) -> None:
         help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
     )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
+    _filter_argument(parser)
 
 
 def _run_replicate(args: argparse.Namespace) -> int:
@@ -412,7 +440,9 @@ def _run_replicate(args: argparse.Namespace) -> int:
         on_error=args.on_error,
         dead_letters=args.dead_letters,
         overlap=not args.serial_apply,
+        table_filter=tuple(args.filter),
     )
+    TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
     spark = local_session("ticdc-spark replicate", settings=settings)
     spark.sparkContext.setLogLevel("ERROR")

@@ -6,7 +6,9 @@
   dispatcher picks; rows wait in per-partition batches (so batching protocols batch them);
 * a DDL first flushes every waiting row, then goes to every partition of its table's topic
   (Canal-JSON: partition 0);
-* a watermark flushes too, then goes to every partition of every topic.
+* a watermark flushes too, then goes to every partition of every topic;
+* with a table filter (TiCDC's ``filter.rules``), the events of tables it filters out are
+  not encoded at all (watermarks always are).
 
 Messages go to an :class:`Output`: a capture directory (files a streaming capture source can
 pick up), a single capture stream, or Kafka.
@@ -24,6 +26,7 @@ import orjson
 
 from ticdc_spark.codec.base import Encoder, Message, Route
 from ticdc_spark.dispatch import PartitionDispatcher, TopicRouter
+from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.capture import message_to_record
 from ticdc_spark.io.kafka import is_kafka_uri, redact
 from ticdc_spark.model import DDLEvent, Event, RowChange, Watermark, physical_ms
@@ -51,8 +54,13 @@ class Producer:
         dispatcher: PartitionDispatcher,
         partitions: int = 1,
         topics: Iterable[str] = (),
+        table_filter: TableFilter | None = None,
     ) -> None:
         self.encoder = encoder
+        # the table filter, or None when every table is kept (TableFilter's default)
+        self.table_filter = (
+            None if table_filter is None or table_filter.everything else table_filter
+        )
         self.output = output
         self.router = router
         self.dispatcher = dispatcher
@@ -63,6 +71,8 @@ class Producer:
         self.sent = 0
 
     def send(self, event: Event) -> None:
+        if self.table_filter is not None and not self.keeps(event):
+            return
         if isinstance(event, RowChange):
             topic = self._topic(event.database, event.table)
             partition = self.dispatcher.partition(event, self.partitions)
@@ -73,6 +83,18 @@ class Producer:
         for message in self.encoder.encode([event]):
             placed += self._place(message, None, _event_ms(event))
         self._emit(placed)
+
+    def keeps(self, event: Event) -> bool:
+        """Whether the table filter keeps the event's table (a DDL without a table: its
+        schema; a watermark: always)."""
+        keep = self.table_filter
+        if keep is None or isinstance(event, Watermark):
+            return True
+        if isinstance(event, DDLEvent):
+            if not event.table:
+                return keep.matches_schema(event.database)
+            return keep.matches(event.database, event.table)
+        return keep.matches(event.schema.database, event.schema.table)
 
     def send_all(self, events: Iterable[Event], flush_every: int = 2048) -> None:
         waiting = 0
@@ -201,15 +223,21 @@ def produce_workload(
     dispatcher: str = "index-value",
     kafka_config: dict[str, Any] | None = None,
     events: Iterable[Event] | None = None,
+    table_filter: TableFilter | None = None,
 ) -> ProduceResult:
     """Send a workload's events to Kafka (``kafka://HOST:PORT``) or a capture directory, and
-    write its expected final state."""
+    write its expected final state.  With ``table_filter``, the tables it filters out are
+    neither sent nor in the expected state."""
     from ticdc_spark.codec import make_encoder
     from ticdc_spark.dispatch import make_dispatcher
     from ticdc_spark.verify import write_expected
 
+    def kept(schema: Any) -> bool:
+        return table_filter is None or table_filter.matches(schema.database, schema.table)
+
     router = TopicRouter(topic)
-    topics = sorted({router.topic(s.database, s.table) for s in workload.table_schemas()})
+    tables = [s for s in workload.table_schemas() if kept(s)]
+    topics = sorted({router.topic(s.database, s.table) for s in tables})
     if is_kafka_uri(to):
         output: Output = _kafka_output(to, topics, partitions, kafka_config)
     else:
@@ -221,15 +249,18 @@ def produce_workload(
         dispatcher=make_dispatcher(dispatcher),
         partitions=partitions,
         topics=topics,
+        table_filter=table_filter,
     )
     rows = ddl = 0
     for event in workload.events() if events is None else events:
-        rows += isinstance(event, RowChange)
-        ddl += isinstance(event, DDLEvent)
+        if producer.keeps(event):
+            rows += isinstance(event, RowChange)
+            ddl += isinstance(event, DDLEvent)
         producer.send(event)
     producer.close()
     if expected is not None:
-        write_expected(expected, workload.final_schemas(), workload.final_state())
+        schemas = {name: s for name, s in workload.final_schemas().items() if kept(s)}
+        write_expected(expected, schemas, workload.final_state())
     return ProduceResult(producer.sent, rows, ddl, redact(to))
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ticdc_spark.codec.base import Decoder, Encoder
 from ticdc_spark.codec.options import parse_options
 from ticdc_spark.errors import UnknownProtocolError
+from ticdc_spark.filter import TableFilter
 
 __all__ = ["CodecSpec", "get_codec", "make_decoder", "make_encoder", "protocols", "register"]
 
@@ -72,6 +73,12 @@ def make_encoder(name: str, options: Mapping[str, Any] | None = None) -> Encoder
     return spec.encoder(spec.parse_options(options))
 
 
-def make_decoder(name: str, options: Mapping[str, Any] | None = None) -> Decoder:
+def make_decoder(
+    name: str, options: Mapping[str, Any] | None = None, *, table_filter: TableFilter | None = None
+) -> Decoder:
+    """A decoder of protocol ``name``; with ``table_filter``, the messages of tables it filters
+    out are dropped before their rows are decoded (watermarks are always kept)."""
     spec = get_codec(name)
-    return spec.decoder(spec.parse_options(options))
+    if table_filter is None or table_filter.everything:
+        return spec.decoder(spec.parse_options(options))
+    return spec.decoder(spec.parse_options(options), table_filter=table_filter)  # type: ignore[call-arg]

@@ -18,6 +18,7 @@ from ticdc_spark.changelog import ERROR, ChangelogBuilder, arrow_schema
 from ticdc_spark.codec import Message, get_codec, make_decoder
 from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder, Decoder
 from ticdc_spark.errors import ConfigError, DecodeError
+from ticdc_spark.filter import TableFilter
 
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
@@ -34,8 +35,13 @@ def decode(
     *,
     on_error: str = "dead-letter",
     compiled: bool = True,
+    table_filter: TableFilter | None = None,
 ) -> Any:
     """The changelog DataFrame of a Kafka-shaped DataFrame (see :mod:`ticdc_spark.changelog`).
+
+    ``table_filter`` (TiCDC's table-filter rules, :class:`~ticdc_spark.filter.TableFilter`)
+    drops the messages of the tables it filters out before their rows are decoded: they give
+    no rows and no dead letters.
 
     ``compiled=False`` keeps a protocol's compiled batch path (Canal-JSON's scanner) out of
     use, to compare or to rule it out; the result is the same.  (The codecs' compiled value
@@ -53,7 +59,9 @@ def decode(
     fail = on_error == "fail"
 
     def run(batches: Iterator[Any]) -> Iterator[Any]:
-        return decode_batches(batches, protocol, options, fail=fail, compiled=compiled)
+        return decode_batches(
+            batches, protocol, options, fail=fail, compiled=compiled, table_filter=table_filter
+        )
 
     return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
 
@@ -65,6 +73,7 @@ def decode_batches(
     *,
     fail: bool = False,
     compiled: bool = True,
+    table_filter: TableFilter | None = None,
 ) -> Iterator[Any]:
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
@@ -77,7 +86,7 @@ def decode_batches(
     bad message becomes a dead letter.  Should Arrow still refuse the rows, each record is
     built on its own and the ones it refuses become dead letters too.
     """
-    decoder = make_decoder(protocol, options)
+    decoder = make_decoder(protocol, options, table_filter=table_filter)
     arrow = (
         decoder.decode_arrow_batch if compiled and isinstance(decoder, ArrowBatchDecoder) else None
     )

@@ -26,6 +26,7 @@ from typing import Any
 
 from ticdc_spark.apply import Applier, BatchReport, ChangelogLog, DeadLetterWriter, StateStore
 from ticdc_spark.errors import ConfigError
+from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
@@ -49,6 +50,7 @@ class PipelineConfig:
     source_options: dict[str, str] = field(default_factory=dict)  # e.g. maxOffsetsPerTrigger
     on_error: str = "dead-letter"
     dead_letters: str | None = None
+    table_filter: tuple[str, ...] = ()  # TiCDC table-filter rules (none: every table)
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
 
@@ -154,6 +156,7 @@ def start(
     on_batch: Callable[[BatchReport], None] | None = None,
 ) -> RunningPipeline:
     """Start the streaming query (``awaitTermination``/``stop`` as usual)."""
+    table_filter = TableFilter(config.table_filter)  # (a bad rule fails before anything starts)
     store = StateStore(config.checkpoint)
     sink = make_sink(config.target, app_id=store.pipeline_id())
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
@@ -171,6 +174,7 @@ def start(
         config.protocol,
         config.options,
         on_error="fail" if config.on_error == "stop" else "dead-letter",
+        table_filter=table_filter,
     )
     log = ChangelogLog(store.root)
     for report in applier.recover(log):  # batches a crash left logged but not applied

@@ -39,6 +39,7 @@ from ticdc_spark.codec.common import INPUT_ERRORS, TemporalFsp, loads, require_d
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
+from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import DDLEvent, DDLType, Event, RowKind, Watermark
 
 __all__ = ["CanalJSONDecoder"]
@@ -53,9 +54,13 @@ class CanalJSONDecoder(DecoderBase):
 
     protocol = PROTOCOL
 
-    def __init__(self, options: CanalJSONOptions | None = None) -> None:
+    def __init__(
+        self, options: CanalJSONOptions | None = None, *, table_filter: TableFilter | None = None
+    ) -> None:
         self.options = options or CanalJSONOptions()
-        self._memo = PlanMemo()
+        # the table filter, or None when every table is kept (TableFilter's default)
+        self._keep = None if table_filter is None or table_filter.everything else table_filter
+        self._memo = PlanMemo(self._keep)
         self._fsp = TemporalFsp()
         self._large = LargeMessages(PROTOCOL, self.options)
         self._compressed = self.options.large_message_handle_compression != "none"
@@ -129,6 +134,8 @@ class CanalJSONDecoder(DecoderBase):
     def _object_into(self, obj: dict[str, Any], sink: RowSink, position: Position) -> None:
         """Decode one parsed message (errors carry no position: the caller adds it)."""
         kind = obj.get("type")
+        if self._keep is not None and kind != WATERMARK_TYPE and not self._kept(obj):
+            return  # a filtered table's message: its rows are never looked at
         tidb = obj.get("_tidb")
         tidb = tidb if isinstance(tidb, dict) else NO_TIDB
         if obj.get("isDdl") is True:
@@ -149,6 +156,17 @@ class CanalJSONDecoder(DecoderBase):
             self._object_into(self._claim_checked(location), sink, position)
             return
         self._rows_into(obj, row_kind, tidb, sink, position)
+
+    def _kept(self, obj: dict[str, Any]) -> bool:
+        """Whether the table filter keeps the message's table (a DDL without a table: its
+        schema).  A name that is not a string counts as empty."""
+        database, table = obj.get("database"), obj.get("table")
+        database = database if type(database) is str else ""
+        table = table if type(table) is str else ""
+        keep = cast(TableFilter, self._keep)
+        if not table and obj.get("isDdl") is True:
+            return keep.matches_schema(database)
+        return keep.matches(database, table)
 
     def _claim_checked(self, location: Any) -> dict[str, Any]:
         """The full message a claim-check pointer names."""

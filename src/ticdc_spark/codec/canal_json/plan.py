@@ -21,6 +21,7 @@ from ticdc_spark.codec.canal_json.fields import str_field
 from ticdc_spark.codec.common import LRUCache, require_dict, temporal_columns
 from ticdc_spark.codec.compiled import kind_of
 from ticdc_spark.errors import DecodeError
+from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import Column, Index, TableSchema
 from ticdc_spark.types import parse_column_type
 
@@ -62,10 +63,14 @@ class PlanMemo:
 
     The last shape seen per table is checked first with C-level dict comparisons
     (:meth:`recall`), which is what a stream of one table's messages needs; other shapes go
-    through an LRU cache.
+    through an LRU cache.  With a table filter, :meth:`fast_shape` refuses the shapes of
+    tables it filters out, so the memo never plans them: their messages go to the careful
+    path, which drops them (and the batch paths, which recall planned shapes only, never take
+    them).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, table_filter: TableFilter | None = None) -> None:
+        self._filter = table_filter
         self._plans: LRUCache[tuple[Any, ...], DecodePlan] = LRUCache()
         self.last: dict[tuple[Any, Any], Shape] = {}
         self._fast: dict[str, tuple[str, tuple[str, str]] | None] = {}
@@ -121,7 +126,13 @@ class PlanMemo:
         result = None
         try:  # (anything unexpected in the shape leaves result None: the careful path)
             database, table, mysql_types, pk, names = orjson.loads(text)
-            if type(mysql_types) is dict and len(set(names)) == len(names):
+            if self._filter is not None and not (
+                type(database) is str
+                and type(table) is str
+                and self._filter.matches(database, table)
+            ):
+                pass  # (a filtered table: the careful path drops its messages)
+            elif type(mysql_types) is dict and len(set(names)) == len(names):
                 obj = {"database": database, "table": table, "mysqlType": mysql_types}
                 plan = self.plan({**obj, "pkNames": pk}, dict.fromkeys(names))
                 if not plan.rewrites and plan.parsers.keys() >= set(names):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import binascii
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ticdc_spark.codec.base import DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import (
@@ -51,6 +51,7 @@ from ticdc_spark.codec.open_protocol.wire import (
     str_field,
 )
 from ticdc_spark.errors import DecodeError
+from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import (
     Column,
     ColumnFlag,
@@ -117,8 +118,12 @@ class OpenProtocolDecoder(DecoderBase):
 
     protocol = PROTOCOL
 
-    def __init__(self, options: OpenProtocolOptions | None = None) -> None:
+    def __init__(
+        self, options: OpenProtocolOptions | None = None, *, table_filter: TableFilter | None = None
+    ) -> None:
         self.options = options or OpenProtocolOptions()
+        # the table filter, or None when every table is kept (TableFilter's default)
+        self._keep = None if table_filter is None or table_filter.everything else table_filter
         self._large = LargeMessages(PROTOCOL, self.options)
         self._compressed = self._large.compression != "none"
         self._plans: LRUCache[tuple[Any, ...], _RowPlan] = LRUCache()
@@ -133,14 +138,18 @@ class OpenProtocolDecoder(DecoderBase):
             items = self._items(message.key, message.value or b"", side)
         where = (message.topic, message.partition or 0, message.offset or 0)
         if side == _CANONICAL:
+            if self._keep is not None:
+                items = [item for item in items if item is not None]
             sink.add_events(items, *where)  # type: ignore[arg-type]  # (rows are RowChanges)
         else:
             _hand_over(items, sink, *where)
 
-    def _items(self, key: bytes, value: bytes, side: _Side) -> list[_Item]:
+    def _items(self, key: bytes, value: bytes, side: _Side) -> list[_Item | None]:
+        """The events of a message's key entries; None for an entry of a table the filter
+        drops (its value is never decoded), so the others keep their places."""
         return [self._item(key_obj, entry, side) for key_obj, entry in batch(key, value)]
 
-    def _item(self, key: dict[str, Any], value: bytes | None, side: _Side) -> _Item:
+    def _item(self, key: dict[str, Any], value: bytes | None, side: _Side) -> _Item | None:
         kind = key.get("t")
         if kind is None:  # no type: classify by the value, as TiCDC's Java example does
             kind = guess_kind(value)
@@ -149,6 +158,8 @@ class OpenProtocolDecoder(DecoderBase):
             raise DecodeError(f"event key has no valid ts: {ts!r}")
         if kind == RESOLVED:
             return Watermark(ts)
+        if self._keep is not None and not self._kept(key, kind):
+            return None
         if value is None:
             raise DecodeError("key has more entries than value")
         if self._compressed:
@@ -161,7 +172,18 @@ class OpenProtocolDecoder(DecoderBase):
             return self._claim_checked(key, side)
         return self._row(key, row_value(value), ts, side)
 
-    def _claim_checked(self, key: dict[str, Any], side: _Side) -> _Item:
+    def _kept(self, key: dict[str, Any], kind: Any) -> bool:
+        """Whether the table filter keeps the table of a key entry (a DDL without a table:
+        its schema).  A name that is not a string counts as empty."""
+        database, table = key.get("scm"), key.get("tbl")
+        database = database if type(database) is str else ""
+        table = table if type(table) is str else ""
+        keep = cast(TableFilter, self._keep)
+        if not table and kind == DDL:
+            return keep.matches_schema(database)
+        return keep.matches(database, table)
+
+    def _claim_checked(self, key: dict[str, Any], side: _Side) -> _Item | None:
         full_key, full_value = self._large.fetch(expect_str(key["ccl"]))
         items = self._items(full_key or b"", full_value, side)
         if len(items) != 1:
@@ -212,7 +234,9 @@ class OpenProtocolDecoder(DecoderBase):
         return plan, image, old_image
 
 
-def _hand_over(items: list[_Item], sink: RowSink, topic: str, partition: int, offset: int) -> None:
+def _hand_over(
+    items: list[_Item | None], sink: RowSink, topic: str, partition: int, offset: int
+) -> None:
     """Give a message's events to a text sink, each at its place in the message."""
     add_row = sink.add_row
     for seq, item in enumerate(items):
@@ -223,7 +247,7 @@ def _hand_over(items: list[_Item], sink: RowSink, topic: str, partition: int, of
                 add_row(kind, schema, ts, before, after, where, key_only=key_only, partition_id=ptn)
             else:  # (the defaults: a call without keywords costs less, once per row)
                 add_row(kind, schema, ts, before, after, where)
-        else:
+        elif item is not None:  # (None: a filtered table's)
             sink.add_events([item], topic, partition, offset, seq)  # type: ignore[list-item]
 
 
