@@ -395,3 +395,44 @@ def test_ddl_and_watermark_messages() -> None:
     (mark,) = encoder.encode([Watermark(429918007904436226)])
     assert orjson.loads(mark.value)["_tidb"] == {"watermarkTs": 429918007904436226}
     assert make_encoder("canal-json").encode([Watermark(1)]) == []  # only with the extension
+
+
+@pytest.mark.parametrize("kind", ["BOGUSUPDATE", "QUERY", "", None, 7])
+def test_a_row_message_of_an_unknown_type_is_an_error_not_a_dropped_ddl(kind: object) -> None:
+    """A message that is not a DDL ("isDdl": false) and names no row kind TiCDC or Canal
+    writes is a dead letter: it used to be read as an empty DDL of Canal's QUERY kind and
+    ignored, losing its rows without a trace."""
+    import pyarrow as pa
+
+    from ticdc_spark.changelog import ChangelogBuilder
+    from ticdc_spark.errors import DecodeError
+    from ticdc_spark.spark.decode import decode_batches
+
+    obj = {
+        "id": 0, "database": "test", "table": "t", "pkNames": ["id"], "isDdl": False,
+        "type": kind, "es": 1, "ts": 1, "sql": "", "sqlType": {"id": 4},
+        "mysqlType": {"id": "int"}, "old": None, "data": [{"id": "1"}],
+        "_tidb": {"commitTs": 1 << 18},
+    }  # fmt: skip
+    message = Message(None, orjson.dumps(obj), topic="cdc", partition=0, offset=9)
+    decoder = make_decoder("canal-json", {"enable-tidb-extension": "true"})
+    with pytest.raises(DecodeError, match=r"cdc/0@9.*unknown message type"):
+        decoder.decode(message)
+    with pytest.raises(DecodeError, match=r"unknown message type"):
+        decoder.decode_into(message, ChangelogBuilder())
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "key": pa.nulls(1, pa.binary()),
+            "value": pa.array([message.value], pa.binary()),
+            "topic": pa.array(["cdc"]),
+            "partition": pa.array([0], pa.int32()),
+            "offset": pa.array([9], pa.int64()),
+        }
+    )
+    for compiled in (True, False):  # the Arrow scanner's path and the Python paths
+        out = pa.Table.from_batches(
+            list(decode_batches(iter([batch]), "canal-json", {"enable-tidb-extension": "true"},
+                                compiled=compiled))
+        )  # fmt: skip
+        assert out.column("kind").to_pylist() == ["ERROR"]
+        assert "unknown message type" in out.column("error")[0].as_py()

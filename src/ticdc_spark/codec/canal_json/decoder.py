@@ -146,11 +146,11 @@ class CanalJSONDecoder(DecoderBase):
             sink.add_events([watermark], *position)
             return
         row_kind = ROW_KINDS.get(kind)  # type: ignore[arg-type]
-        if row_kind is None:
-            if not isinstance(kind, str) or not kind:
-                raise DecodeError(f"unknown message type {kind!r}")
-            sink.add_events([self._ddl(obj, tidb)], *position)  # a statement Canal calls QUERY
-            return
+        if row_kind is None:  # (a statement Canal calls QUERY comes with "isDdl": true)
+            raise DecodeError(
+                f"unknown message type {kind!r}: not INSERT, UPDATE, DELETE, "
+                f"{WATERMARK_TYPE} or a DDL (\"isDdl\": true)"
+            )
         location = tidb.get("claimCheckLocation")
         if location:
             self._object_into(self._claim_checked(location), sink, position)
