@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,17 +118,20 @@ class Run:
 def produce(rows: int, where: Path) -> int:
     """A Canal-JSON capture directory of ``rows`` changes; returns its messages."""
     capture = where / "capture"
-    if not capture.is_dir():
+    if not capture.is_dir():  # (made whole elsewhere then renamed in, or made here)
         started = time.perf_counter()
+        shutil.rmtree(where / "producing", ignore_errors=True)
         subprocess.run(
             _cli(
-                "produce", "-p", "canal-json", *OPTIONS, "--to", str(capture),
+                "produce", "-p", "canal-json", *OPTIONS, "--to", str(where / "producing"),
                 "--expected", str(where / "expected"), "--rows", str(rows), "--tables", "4",
             ),
             env=_env(),
             check=True,
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
+        os.replace(where / "producing", capture)
         print(f"  produced {rows:,} changes in {time.perf_counter() - started:.0f}s", flush=True)
     return sum(f.read_bytes().count(b"\n") for f in capture.glob("*.jsonl"))
 
@@ -135,6 +139,8 @@ def produce(rows: int, where: Path) -> int:
 def replicate(where: Path, messages: int, bounded: bool, extra: list[str]) -> Run:
     name = "bounded" if bounded else "unbounded"
     target, checkpoint = where / f"lake-{name}", where / f"checkpoint-{name}"
+    for leftover in (target, checkpoint):  # a run from scratch
+        shutil.rmtree(leftover, ignore_errors=True)
     command = _cli(
         "replicate", "--source", str(where / "capture"), "-p", "canal-json", *OPTIONS,
         "--target", f"delta:{target}", "--checkpoint", str(checkpoint), "--trigger", "once",
