@@ -22,11 +22,13 @@ from __future__ import annotations
 import bisect
 import itertools
 import os
+import re
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -41,7 +43,7 @@ from ticdc_spark.errors import CaptureError, ConfigError
 from ticdc_spark.io.capture import read_capture
 from ticdc_spark.spark.kafka_schema import KafkaColumnsSource, empty_columns, record_batch
 
-__all__ = ["CaptureDataSource", "register"]
+__all__ = ["CaptureDataSource", "capture_partitions", "register"]
 
 BATCH_ROWS = 10_000
 Position = dict[str, int]  # {"files": F, "records": R}
@@ -68,6 +70,40 @@ def _bound(options: dict[str, str], name: str) -> int:
     if value < 0:
         raise ConfigError(f"{name} must be a positive integer, not {text!r}")
     return value
+
+
+# The head of a capture line as write_capture writes it; other lines are parsed whole.
+_HEAD = re.compile(rb'\{"topic":"([^"\\]*)","partition":(-?\d+|null)[,}]')
+
+
+def capture_partitions(path: str) -> list[tuple[str, int | None]]:
+    """The (topic, partition) pairs of the records in a capture directory now, as the
+    records name them (``read_capture``'s rules).  Consistent mode waits for a watermark
+    from each, as it waits for every partition a broker lists: a micro-batch bounded inside
+    the directory must not release rows past a partition whose records come later (files
+    holding one partition each)."""
+    found: set[tuple[str, int | None]] = set()
+    for name in _files(path):
+        with open(name, "rb") as handle:
+            for line in handle:
+                head = _HEAD.match(line)
+                if head is not None:
+                    number = head.group(2)
+                    found.add((head.group(1).decode(), None if number == b"null" else int(number)))
+                    continue
+                try:
+                    record = orjson.loads(line) if line.strip() else None
+                except orjson.JSONDecodeError:
+                    continue  # reading the batch reports it
+                if isinstance(record, dict):
+                    partition = record.get("partition")
+                    found.add(
+                        (
+                            str(record.get("topic") or ""),
+                            partition if type(partition) is int else None,
+                        )
+                    )
+    return sorted(found, key=lambda tp: (tp[0], -1 if tp[1] is None else tp[1]))
 
 
 class _Options:

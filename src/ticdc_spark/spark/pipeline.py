@@ -179,11 +179,16 @@ def bounded_source_options(
 
 
 def source_partitions(config: PipelineConfig) -> tuple[str, ...]:
-    """The ``topic/partition`` names a kafka:// source reads, as the broker lists them now
-    (empty for other sources).  Consistent mode waits for a watermark from each of them: a
-    partition that has sent nothing yet must hold back the others' rows too."""
+    """The ``topic/partition`` names a source reads: as the broker lists them now, or for a
+    capture directory as its records name them now.  Consistent mode waits for a watermark
+    from each of them: a partition that has sent nothing yet (or whose records come later
+    in the directory than a micro-batch reaches) must hold back the others' rows too."""
     if not is_kafka_uri(config.source):
-        return ()
+        if not Path(config.source).is_dir():
+            return ()
+        from ticdc_spark.spark.capture_source import capture_partitions
+
+        return tuple(f"{t}/{p}" for t, p in capture_partitions(config.source))
     from ticdc_spark.spark.kafka_source import topic_partitions
 
     return tuple(
