@@ -117,7 +117,7 @@ class Run:
     verified: bool | None  # None: no expected state (a backlog made of another's files)
 
 
-def produce(rows: int, where: Path) -> int:
+def produce(rows: int, where: Path, ddl_every: int) -> int:
     """A Canal-JSON capture directory of ``rows`` changes; returns its messages."""
     capture = where / "capture"
     if not capture.is_dir():  # (made whole elsewhere then renamed in, or made here)
@@ -127,6 +127,7 @@ def produce(rows: int, where: Path) -> int:
             _cli(
                 "produce", "-p", "canal-json", *OPTIONS, "--to", str(where / "producing"),
                 "--expected", str(where / "expected"), "--rows", str(rows), "--tables", "4",
+                "--ddl-every", str(ddl_every),
             ),
             env=_env(),
             check=True,
@@ -183,6 +184,9 @@ def main() -> None:
                         help="backlog sizes, in changes (row messages; plus DDL and watermarks)")
     parser.add_argument("--unbounded", action="store_true",
                         help="also run each backlog with the bounds lifted")
+    parser.add_argument("--ddl-every", type=int, default=0,
+                        help="produce's --ddl-every (default none: each ALTER TABLE ADD COLUMN "
+                        "rewrites its table, which costs time, not driver memory)")
     parser.add_argument("--work", type=Path, default=None, help="keep the files here")
     parser.add_argument("--replicate-arg", action="append", default=[],
                         help="passed to replicate (e.g. --replicate-arg=--serial-apply)")
@@ -193,7 +197,7 @@ def main() -> None:
         where = work / f"rows-{rows}"
         where.mkdir(parents=True, exist_ok=True)
         print(f"backlog of {rows:,} changes ...", flush=True)
-        messages = produce(rows, where)
+        messages = produce(rows, where, args.ddl_every)
         for bounded in [True, False] if args.unbounded else [True]:
             run = replicate(where, messages, bounded, args.replicate_arg)
             runs.append(run)
