@@ -1,9 +1,9 @@
-"""Shared fixtures: where the specification and golden files live."""
+"""Shared fixtures: the specification examples and golden files (``tests/fixtures/``), and
+the Spark session and Kafka broker the integration tests share."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,29 +15,19 @@ settings.register_profile("default", deadline=None)
 settings.load_profile("default")
 
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def _shared() -> Path:
-    """The project's shared folder (specification, golden files): TICDC_SPARK_SHARED, else
-    beside this checkout, else beside the checkout it was cloned from (a local clone made
-    elsewhere, e.g. under /tmp to try a clean install)."""
-    if "TICDC_SPARK_SHARED" in os.environ:
-        return Path(os.environ["TICDC_SPARK_SHARED"])
-    beside = ROOT.parent / "shared"
-    if beside.is_dir():
-        return beside
-    origin = subprocess.run(
-        ["git", "-C", str(ROOT), "config", "--get", "remote.origin.url"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    if origin and Path(origin).is_dir() and (Path(origin).resolve().parent / "shared").is_dir():
-        return Path(origin).resolve().parent / "shared"
-    return beside
+def _fixtures() -> Path:
+    """Where the golden files and specification examples are: ``tests/fixtures`` (copies of
+    the project's shared folder, see ``tests/fixtures/PROVENANCE.md``), or
+    ``TICDC_SPARK_SHARED`` (a shared folder with ``golden/`` and ``spec/``) to test against
+    another copy."""
+    override = os.environ.get("TICDC_SPARK_SHARED")
+    return Path(override) if override else FIXTURES
 
 
-SHARED = _shared()
+SHARED = _fixtures()
 SPEC = SHARED / "spec"
 GOLDEN = SHARED / "golden"
 
@@ -47,14 +37,14 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 @pytest.fixture(scope="session")
 def spec_dir() -> Path:
     if not SPEC.is_dir():
-        raise RuntimeError(f"the specification is missing: {SPEC} (set TICDC_SPARK_SHARED)")
+        raise RuntimeError(f"the specification is missing: {SPEC} (TICDC_SPARK_SHARED?)")
     return SPEC
 
 
 @pytest.fixture(scope="session")
 def golden_dir() -> Path:
     if not GOLDEN.is_dir():
-        raise RuntimeError(f"the golden files are missing: {GOLDEN} (set TICDC_SPARK_SHARED)")
+        raise RuntimeError(f"the golden files are missing: {GOLDEN} (TICDC_SPARK_SHARED?)")
     return GOLDEN
 
 

@@ -30,16 +30,21 @@ __all__ = [
 ]
 
 
-def read_capture(lines: Iterable[bytes | str], source: str = "") -> Iterator[Message]:
-    """Yield the records of a capture file; raises CaptureError naming the line when bad."""
-    for number, obj in read_json_lines(lines, source):
+def read_capture(
+    lines: Iterable[bytes | str], source: str = "", first_line: int = 1
+) -> Iterator[Message]:
+    """Yield the records of a capture file; raises CaptureError naming the line when bad
+    (``first_line``: the number of the first line given, when reading from inside a file)."""
+    for number, obj in read_json_lines(lines, source, first_line):
         yield record_to_message(obj, line=number, source=source)
 
 
-def read_json_lines(lines: Iterable[bytes | str], source: str = "") -> Iterator[tuple[int, Any]]:
+def read_json_lines(
+    lines: Iterable[bytes | str], source: str = "", first_line: int = 1
+) -> Iterator[tuple[int, Any]]:
     """Yield (line number, parsed JSON) for each non-blank line of a JSON Lines input;
     raises CaptureError naming the line when one is not JSON."""
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(lines, first_line):
         if not line.strip():
             continue
         try:

@@ -92,6 +92,11 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
     for name in _NOT_IMPLEMENTED:
         if name.lower() in lowered:
             raise ConfigError(f"the ticdc-kafka source does not implement option {name}")
+    if "maxbytespertrigger" in lowered:
+        raise ConfigError(
+            "the Kafka source has no option maxBytesPerTrigger (Spark's has none either: Kafka "
+            "offsets carry no sizes); bound micro-batches with maxOffsetsPerTrigger"
+        )
     if lowered.get("includeheaders", "false").strip().lower() not in ("true", "false"):
         raise ConfigError("includeHeaders must be true or false")
     if "minoffsetspertrigger" in lowered and "maxoffsetspertrigger" in lowered:

@@ -31,9 +31,32 @@ from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
 
-__all__ = ["PipelineConfig", "RunningPipeline", "make_sink", "read_source", "run", "start"]
+__all__ = [
+    "DEFAULT_CHANGES_PER_BATCH",
+    "DEFAULT_MAX_BYTES_PER_TRIGGER",
+    "PipelineConfig",
+    "RunningPipeline",
+    "bounded_source_options",
+    "make_sink",
+    "read_source",
+    "run",
+    "start",
+]
 
 log = logging.getLogger(__name__)
+
+# The bound per micro-batch ``run`` (``ticdc-spark replicate``) gives its source unless the
+# source options set one.  Each micro-batch's changelog is collected to the driver to be
+# applied, so without a bound a job started on a backlog collects all of it at once (a
+# 2M-message Canal-JSON capture: one micro-batch of 2,000,000 rows, ~8.5 GB resident).  About
+# this many changes: maxOffsetsPerTrigger counts Kafka records, and a record carries one
+# change (Canal-JSON) or up to TiCDC's default max-batch-size, 16 (Open Protocol).
+DEFAULT_CHANGES_PER_BATCH = 100_000
+_CHANGES_PER_RECORD = {"open-protocol": 16}
+# For a capture directory also its bytes (Spark's file sources name it maxBytesPerTrigger):
+# records of large messages (up to TiCDC's max-message-bytes, 10 MiB by default).  Spark's
+# Kafka source has no byte bound, and neither has ours: Kafka offsets carry no sizes.
+DEFAULT_MAX_BYTES_PER_TRIGGER = 256 * 2**20
 
 
 @dataclass
@@ -135,12 +158,39 @@ def _kafka_options(source: str, options: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def bounded_source_options(
+    source: str, protocol: str, options: Mapping[str, str]
+) -> dict[str, str]:
+    """``options`` with the default bound per micro-batch where they set none (Spark's option
+    names, compared ignoring case): ``maxOffsetsPerTrigger`` of about
+    :data:`DEFAULT_CHANGES_PER_BATCH` changes, and for a capture directory
+    ``maxBytesPerTrigger`` :data:`DEFAULT_MAX_BYTES_PER_TRIGGER`.  Under ``--trigger once``
+    (Spark's Trigger.AvailableNow) the backlog is applied in as many bounded micro-batches
+    as it takes.  Set a larger value to lift a bound."""
+    out = dict(options)
+    given = {k.lower(): v for k, v in options.items()}
+    if "maxoffsetspertrigger" not in given:
+        records = max(1, DEFAULT_CHANGES_PER_BATCH // _CHANGES_PER_RECORD.get(protocol, 1))
+        least = given.get("minoffsetspertrigger", "").strip()
+        if least.isdigit():  # Spark refuses a minimum above the maximum
+            records = max(records, int(least))
+        out["maxOffsetsPerTrigger"] = str(records)
+    if not is_kafka_uri(source) and "maxbytespertrigger" not in given:
+        out["maxBytesPerTrigger"] = str(DEFAULT_MAX_BYTES_PER_TRIGGER)
+    return out
+
+
 def source_partitions(config: PipelineConfig) -> tuple[str, ...]:
-    """The ``topic/partition`` names a kafka:// source reads, as the broker lists them now
-    (empty for other sources).  Consistent mode waits for a watermark from each of them: a
-    partition that has sent nothing yet must hold back the others' rows too."""
+    """The ``topic/partition`` names a source reads: as the broker lists them now, or for a
+    capture directory as its records name them now.  Consistent mode waits for a watermark
+    from each of them: a partition that has sent nothing yet (or whose records come later
+    in the directory than a micro-batch reaches) must hold back the others' rows too."""
     if not is_kafka_uri(config.source):
-        return ()
+        if not Path(config.source).is_dir():
+            return ()
+        from ticdc_spark.spark.capture_source import capture_partitions
+
+        return tuple(f"{t}/{p}" for t, p in capture_partitions(config.source))
     from ticdc_spark.spark.kafka_source import topic_partitions
 
     return tuple(
@@ -302,8 +352,10 @@ class RunningPipeline:
 def run(
     spark: Any, config: PipelineConfig, on_batch: Callable[[BatchReport], None] | None = None
 ) -> None:
-    """Run the pipeline until it has consumed everything (trigger once) or is stopped."""
-    source_df = read_source(spark, config.source, config.source_options, config.checkpoint)
+    """Run the pipeline until it has consumed everything (trigger once) or is stopped; each
+    micro-batch bounded (:func:`bounded_source_options`)."""
+    options = bounded_source_options(config.source, config.protocol, config.source_options)
+    source_df = read_source(spark, config.source, options, config.checkpoint)
     query = start(spark, source_df, config, on_batch)
     try:
         query.awaitTermination()
