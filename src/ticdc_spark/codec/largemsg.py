@@ -38,15 +38,11 @@ if TYPE_CHECKING:
     from ticdc_spark.codec.options import CommonOptions
     from ticdc_spark.model import RowChange
 
-__all__ = ["ClaimCheckStorage", "LargeMessages", "compress", "decompress", "record_overhead"]
+__all__ = ["ClaimCheckStorage", "LargeMessages", "compress", "decompress"]
 
 # Sarama's per-record overhead estimate that TiCDC adds when it sizes a message.
 RECORD_OVERHEAD = 36
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
-
-
-def record_overhead() -> int:
-    return RECORD_OVERHEAD
 
 
 def compress(data: bytes, method: str) -> bytes:
