@@ -149,7 +149,7 @@ class CanalJSONDecoder(DecoderBase):
         if row_kind is None:  # (a statement Canal calls QUERY comes with "isDdl": true)
             raise DecodeError(
                 f"unknown message type {kind!r}: not INSERT, UPDATE, DELETE, "
-                f"{WATERMARK_TYPE} or a DDL (\"isDdl\": true)"
+                f'{WATERMARK_TYPE} or a DDL ("isDdl": true)'
             )
         location = tidb.get("claimCheckLocation")
         if location:
