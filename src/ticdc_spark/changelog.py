@@ -215,19 +215,8 @@ class ChangelogBuilder:
                 None,
             )
         )
-        # _MapColumn.add, inlined: this runs once per row change
-        column = self.before
-        if before is not None:
-            column.keys.extend(before)
-            column.values.extend(before.values())
-        column.offsets.append(len(column.keys))
-        column.nulls.append(before is None)
-        column = self.after
-        if after is not None:
-            column.keys.extend(after)
-            column.values.extend(after.values())
-        column.offsets.append(len(column.keys))
-        column.nulls.append(after is None)
+        self.before.add(before)
+        self.after.add(after)
 
     def add_events(
         self,
