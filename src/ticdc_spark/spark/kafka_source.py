@@ -71,14 +71,10 @@ _REFUSED_CLIENT_SETTINGS = {
     "enable.auto.commit": "the source keeps its offsets in the query's checkpoint",
     "interceptor.classes": "interceptors could change the records",
 }
-# Options of Spark's Kafka source this one does not implement: refused, never ignored.
-_NOT_IMPLEMENTED = (
-    "startingTimestamp",
-    "startingOffsetsByTimestamp",
-    "startingOffsetsByTimestampStrategy",
-    "endingTimestamp",
-    "endingOffsetsByTimestamp",
-)
+# The offset options in Spark's order of preference: a time for every partition, a time per
+# partition, then offsets (KafkaSourceProvider.getKafkaOffsetRangeLimit).
+_STARTING_OPTIONS = ("startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets")
+_ENDING_OPTIONS = ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets")
 # Streaming-only options: Spark ignores them in batch queries with a warning, as here.
 _STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
 
@@ -89,9 +85,6 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
     for setting, reason in _REFUSED_CLIENT_SETTINGS.items():
         if f"kafka.{setting}" in lowered:
             raise ConfigError(f"Kafka option '{setting}' is not supported: {reason}")
-    for name in _NOT_IMPLEMENTED:
-        if name.lower() in lowered:
-            raise ConfigError(f"the ticdc-kafka source does not implement option {name}")
     if "maxbytespertrigger" in lowered:
         raise ConfigError(
             "the Kafka source has no option maxBytesPerTrigger (Spark's has none either: Kafka "
@@ -108,7 +101,20 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
             )
     if mode == "stream" and "endingoffsets" in lowered:
         raise ConfigError("ending offset not valid in streaming queries")
+    if mode == "stream" and ("endingoffsetsbytimestamp" in lowered or "endingtimestamp" in lowered):
+        # (Spark refuses endingOffsetsByTimestamp and ignores endingTimestamp: refused too)
+        raise ConfigError("ending timestamp not valid in streaming queries")
     if mode == "batch":
+        _check_batch_offsets(lowered)
+        for name in _STREAM_ONLY:
+            if name.lower() in lowered:
+                log.warning("%s option ignored in batch queries", name)
+
+
+def _check_batch_offsets(lowered: Mapping[str, str]) -> None:
+    """Batch queries start at no "latest" and end at no "earliest" (an offsets option a
+    timestamp option outranks is not read, as in Spark)."""
+    if _chosen(lowered, _STARTING_OPTIONS) == "startingOffsets":
         starting = lowered.get("startingoffsets", "earliest").strip()
         if starting.lower() == "latest":
             raise ConfigError("starting offset can't be latest for batch queries on Kafka")
@@ -118,6 +124,7 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
                     f"startingOffsets for {topic}-{partition} can't be latest for batch "
                     "queries on Kafka"
                 )
+    if _chosen(lowered, _ENDING_OPTIONS) == "endingOffsets":
         ending = lowered.get("endingoffsets", "latest").strip()
         if ending.lower() == "earliest":
             raise ConfigError("ending offset can't be earliest for batch queries on Kafka")
@@ -127,9 +134,63 @@ def _check_options(lowered: Mapping[str, str], mode: str) -> None:
                     f"ending offset for {topic}-{partition} can't be earliest for batch "
                     "queries on Kafka"
                 )
-        for name in _STREAM_ONLY:
-            if name.lower() in lowered:
-                log.warning("%s option ignored in batch queries", name)
+
+
+def _chosen(lowered: Mapping[str, str], options: tuple[str, ...]) -> str:
+    """Which of the options (in order of preference) gives the offsets: the first set, else
+    the last (offsets, at their default)."""
+    return next((o for o in options if o.lower() in lowered), options[-1])
+
+
+@dataclass(frozen=True)
+class _Timestamps:
+    """Offsets asked by record time (ms since the epoch): ``every`` partition at one time
+    (startingTimestamp / endingTimestamp), or ``each`` its own (starting/
+    endingOffsetsByTimestamp, JSON {topic: {partition: time}}).  Each partition starts or
+    ends at its earliest offset whose time is at or after the one asked (Kafka's
+    offsetsForTimes, the time passed as given)."""
+
+    option: str
+    every: int | None = None
+    each: Offsets | None = None
+
+    @classmethod
+    def parse(cls, lowered: Mapping[str, str], options: tuple[str, ...]) -> _Timestamps | None:
+        option = _chosen(lowered, options)
+        if option == options[0]:
+            text = lowered[option.lower()].strip()
+            try:
+                return cls(option, every=int(text))
+            except ValueError:
+                raise ConfigError(f"{option}: expected a single long value, got {text}") from None
+        if option == options[1]:
+            text = lowered[option.lower()].strip()
+            try:
+                parsed = json.loads(text)
+                each = {t: {str(p): int(o) for p, o in ps.items()} for t, ps in parsed.items()}
+            except (ValueError, AttributeError, TypeError):
+                raise ConfigError(
+                    f"{option} must be JSON {{topic: {{partition: time in ms}}}}, not {text!r}"
+                ) from None
+            return cls(option, each=each)
+        return None
+
+    def time_of(self, topic: str, partition: int) -> int:
+        if self.each is None:
+            assert self.every is not None
+            return self.every
+        return self.each[topic][str(partition)]
+
+
+def _latest_when_no_match(lowered: Mapping[str, str]) -> bool:
+    """startingOffsetsByTimestampStrategy: what a starting time no record reaches does:
+    ``error`` (the default) fails the query, ``latest`` starts at the end."""
+    strategy = lowered.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise ConfigError(
+            f"startingOffsetsByTimestampStrategy must be error or latest, not {strategy!r}"
+        )
+    return strategy == "latest"
 
 
 def _positive(lowered: Mapping[str, str], name: str) -> int | None:
@@ -177,6 +238,9 @@ class _Config:
     fail_on_data_loss: bool
     poll_timeout_s: float
     initial_offsets_path: str | None = None
+    starting_times: _Timestamps | None = None  # outranks ``starting``
+    ending_times: _Timestamps | None = None  # outranks ``ending``
+    latest_when_no_match: bool = False  # startingOffsetsByTimestampStrategy=latest
     include_headers: bool = False
     group_prefix: str = "spark-kafka-source"
     min_offsets: int | None = None
@@ -221,6 +285,9 @@ class _Config:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "120000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
+            starting_times=_Timestamps.parse(lowered, _STARTING_OPTIONS),
+            ending_times=_Timestamps.parse(lowered, _ENDING_OPTIONS),
+            latest_when_no_match=_latest_when_no_match(lowered),
             include_headers=_include_headers(options),
             min_offsets=_positive(lowered, "minOffsetsPerTrigger"),
             max_trigger_delay_s=_duration_s(lowered.get("maxtriggerdelay", "15m")),
@@ -324,6 +391,68 @@ class _Metadata:
             out[(topic, partition)] = (int(low), int(high))
         return out
 
+    def starting(
+        self, default: int, bounds: dict[tuple[str, int], tuple[int, int]] | None = None
+    ) -> Offsets:
+        """The offsets the source starts at: by time when a timestamp option is set, else
+        by startingOffsets (``default`` when it is not set)."""
+        times = self.config.starting_times
+        if times is None:
+            return self.resolve(self.config.starting, default, bounds)
+        return self.at_times(times, bounds, fail_on_no_match=not self.config.latest_when_no_match)
+
+    def ending(self, bounds: dict[tuple[str, int], tuple[int, int]]) -> Offsets:
+        """The offsets a batch query ends at: by time (the end of a partition no record's
+        time reaches), else by endingOffsets."""
+        times = self.config.ending_times
+        if times is None:
+            return self.resolve(self.config.ending, LATEST, bounds, "endingOffsets")
+        return self.at_times(times, bounds, fail_on_no_match=False)
+
+    def at_times(
+        self,
+        times: _Timestamps,
+        bounds: dict[tuple[str, int], tuple[int, int]] | None,
+        fail_on_no_match: bool,
+    ) -> Offsets:
+        """The earliest offset of each partition whose record time is at or after the time
+        asked (the broker's ListOffsets by timestamp); a partition no record's time reaches
+        fails the query with ``fail_on_no_match``, else takes its end offset.  A per-partition
+        JSON must name exactly the source's partitions, as Spark requires."""
+        from confluent_kafka import TopicPartition
+
+        if bounds is None:
+            bounds = self.bounds(self.partitions())
+        parts = sorted(bounds)
+        if times.each is not None:
+            named = sorted((t, int(p)) for t, ps in times.each.items() for p in ps)
+            if named != parts:
+                raise ConfigError(
+                    f"if {times.option} contains specific offsets, it must name every partition "
+                    f"of the source; named: {[f'{t}-{p}' for t, p in named]}, the source's: "
+                    f"{[f'{t}-{p}' for t, p in parts]}"
+                )
+        asked = [TopicPartition(t, p, times.time_of(t, p)) for t, p in parts]
+        try:
+            answers = self._retrying(
+                lambda: self.consumer.offsets_for_times(asked, timeout=self.config.poll_timeout_s)
+            )
+        except Exception as exc:
+            raise TiCDCSparkError(
+                f"cannot look up offsets by time for {times.option} ({exc}); client config "
+                f"{redact(self.config.client)}"
+            ) from None
+        found = {}
+        for answer in answers:
+            if answer.error is not None:
+                raise TiCDCSparkError(
+                    f"cannot look up the offset of {answer.topic}-{answer.partition} at time "
+                    f"{times.time_of(answer.topic, answer.partition)} ({times.option}): "
+                    f"{answer.error}"
+                )
+            found[(answer.topic, answer.partition)] = int(answer.offset)
+        return offsets_at_times(found, times, bounds, fail_on_no_match)
+
     def resolve(
         self,
         spec: str,
@@ -356,6 +485,33 @@ class _Metadata:
             value = low if asked == EARLIEST else high if asked == LATEST else asked
             offsets.setdefault(topic, {})[str(partition)] = value
         return offsets
+
+
+def offsets_at_times(
+    found: Mapping[tuple[str, int], int],
+    times: _Timestamps,
+    bounds: Mapping[tuple[str, int], tuple[int, int]],
+    fail_on_no_match: bool,
+) -> Offsets:
+    """The offsets of the broker's answers to a look-up by time (``found``: negative where
+    no record's time reaches the time asked), as Spark's fetchSpecificTimestampBasedOffsets
+    takes them: no match fails the query with ``fail_on_no_match``, else is the partition's
+    end offset (its latest)."""
+    offsets: Offsets = {}
+    for topic, partition in sorted(bounds):
+        offset = found.get((topic, partition), -1)
+        if offset < 0:
+            if fail_on_no_match:
+                raise TiCDCSparkError(
+                    f"No offset matched from request of topic-partition {topic}-{partition} "
+                    f"and timestamp {times.time_of(topic, partition)} ({times.option}): no "
+                    "record of the partition is that recent. Set the source option "
+                    "startingOffsetsByTimestampStrategy to latest to start such partitions "
+                    "at their end."
+                )
+            offset = bounds[(topic, partition)][1]
+        offsets.setdefault(topic, {})[str(partition)] = offset
+    return offsets
 
 
 def _parse_spec(spec: str, default: int) -> dict[str, dict[str, int]]:
@@ -446,10 +602,18 @@ class _BatchReader(DataSourceReader):
                 if missing:
                     raise TiCDCSparkError(f"assigned partitions do not exist: {missing}")
             bounds = metadata.bounds(parts)
-            start = metadata.resolve(self.config.starting, EARLIEST, bounds)
-            end = metadata.resolve(self.config.ending, LATEST, bounds, "endingOffsets")
+            start = metadata.starting(EARLIEST, bounds)
+            end = metadata.ending(bounds)
         finally:
             metadata.close()
+        for topic, partitions in sorted(end.items()):
+            for partition, until in sorted(partitions.items()):
+                if start[topic][partition] > until:  # (Spark's KafkaBatchPartitionReader)
+                    raise TiCDCSparkError(
+                        f"Beginning offset {start[topic][partition]} is after the ending offset "
+                        f"{until} for topic {topic} partition {partition}. You either provided "
+                        "an invalid fromOffset, or the Kafka topic has been damaged"
+                    )
         return _ranges(start, end, self.config)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
@@ -474,7 +638,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.initial is None:
             metadata = _Metadata(self.config)
             try:
-                self.initial = metadata.resolve(self.config.starting, LATEST)
+                self.initial = metadata.starting(LATEST)
             finally:
                 metadata.close()
             _store_offsets(self.config.initial_offsets_path, self.initial)
