@@ -77,15 +77,14 @@ def test_a_starting_time_no_record_reaches_fails_or_starts_at_the_end(mock_clust
     assert _ranges(latest) == []
     assert _ranges(_source(bootstrap, topic, startingOffsets="earliest")) == [(topic, 0, 0, 3)]
     # outranked, a batch startingOffsets=latest is not refused (as in Spark)
-    assert _ranges(
-        _source(
-            bootstrap,
-            topic,
-            startingOffsets="latest",
-            startingOffsetsByTimestamp=_each(topic, 4000),
-            startingOffsetsByTimestampStrategy="latest",
-        )
-    ) == []
+    outranked = _source(
+        bootstrap,
+        topic,
+        startingOffsets="latest",
+        startingOffsetsByTimestamp=_each(topic, 4000),
+        startingOffsetsByTimestampStrategy="latest",
+    )
+    assert _ranges(outranked) == []
 
 
 def _each(topic: str, millis: int) -> str:
