@@ -15,7 +15,9 @@ import uuid
 import pytest
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
-from ticdc_spark.spark.kafka_source import KafkaDataSource, _Timestamps, offsets_at_times
+from ticdc_spark.spark.kafka_offsets import offsets_at_times
+from ticdc_spark.spark.kafka_options import Timestamps
+from ticdc_spark.spark.kafka_source import KafkaDataSource
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +50,10 @@ def _ranges(source: KafkaDataSource) -> list[tuple[str, int, int, int]]:
 
 def test_found_offsets_plan_the_read_and_no_match_follows_the_strategy() -> None:
     bounds = {("t", 0): (0, 10), ("t", 1): (5, 8)}
-    every = _Timestamps("startingTimestamp", every=1500)
+    every = Timestamps("startingTimestamp", every=1500)
     found = {("t", 0): 4, ("t", 1): 6}
     assert offsets_at_times(found, every, bounds, True) == {"t": {"0": 4, "1": 6}}
-    each = _Timestamps("startingOffsetsByTimestamp", each={"t": {"0": 1500, "1": 9000}})
+    each = Timestamps("startingOffsetsByTimestamp", each={"t": {"0": 1500, "1": 9000}})
     unmatched = {("t", 0): 4, ("t", 1): -1}
     with pytest.raises(TiCDCSparkError, match=r"topic-partition t-1 and timestamp 9000 "):
         offsets_at_times(unmatched, each, bounds, True)
