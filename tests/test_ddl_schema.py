@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 
 from strategies import schemas
+from ticdc_spark.consume import ConsumerState
 from ticdc_spark.ddl_schema import (
+    alter_table,
     apply_alter_table,
     apply_index_ddl,
     ddl_target,
@@ -17,6 +19,7 @@ from ticdc_spark.ddl_schema import (
     parse_rename_tables,
 )
 from ticdc_spark.errors import DDLParseError
+from ticdc_spark.model import ColumnFlag, TableSchema
 from ticdc_spark.workload import alltypes_schema, create_table_sql, sbtest_schema
 
 TIDB_DDL = """CREATE TABLE `t` (
@@ -194,3 +197,116 @@ def test_key_changes_move_the_handle_key_even_where_flags_named_it() -> None:
     flagged = TableSchema("db", "t", schema.columns, ())  # flags only, as Open Protocol has
     assert flagged.handle_key == ("a",)
     assert alter_table(flagged, "ALTER TABLE t ADD PRIMARY KEY (b)")[0].handle_key == ("b",)
+
+
+# --------------------------------------------------------------------------------------------
+# VIRTUAL generated columns: TiCDC never sends them (tiflow ``IsColCDCVisible``), and a unique
+# index over one never identifies rows (tiflow ``IsIndexUnique``).
+
+_GENERATED = """CREATE TABLE t (
+  id int NOT NULL, a int NOT NULL, b int NOT NULL,
+  v int AS (a + 1) VIRTUAL NOT NULL, s int AS (a * 2) STORED,
+  PRIMARY KEY (id))"""
+
+
+def _generated() -> TableSchema:
+    schema = parse_create_table(_GENERATED, "db")
+    assert schema is not None
+    return schema
+
+
+def test_modify_and_change_make_a_column_virtual() -> None:
+    schema = _generated()
+    assert schema.column_names == ("id", "a", "b", "s")
+    assert schema.virtual_columns == ("v",)
+    modified = apply_alter_table(schema, "ALTER TABLE t MODIFY COLUMN b int AS (a + 2) VIRTUAL")
+    assert modified.column_names == ("id", "a", "s")
+    assert modified.virtual_columns == ("v", "b")
+    changed, renamed = alter_table(schema, "ALTER TABLE t CHANGE s s2 bigint AS (a * 3) VIRTUAL")
+    assert changed.column_names == ("id", "a", "b")
+    assert changed.virtual_columns == ("v", "s2")
+    assert renamed == {"s2": "s"}
+
+
+def test_modify_change_and_rename_of_a_virtual_column_keep_it_virtual() -> None:
+    schema = _generated()
+    # (this failed with "column 'v' does not exist": the column is not among the replicated)
+    modified = apply_alter_table(schema, "ALTER TABLE t MODIFY v bigint AS (a + 5) VIRTUAL")
+    assert modified.column_names == schema.column_names
+    assert modified.virtual_columns == ("v",)
+    changed = apply_alter_table(schema, "ALTER TABLE t CHANGE COLUMN `V` w int AS (a) VIRTUAL")
+    assert (changed.column_names, changed.virtual_columns) == (schema.column_names, ("w",))
+    renamed = apply_alter_table(schema, "ALTER TABLE t RENAME COLUMN v TO w")
+    assert (renamed.column_names, renamed.virtual_columns) == (schema.column_names, ("w",))
+    dropped = apply_alter_table(renamed, "ALTER TABLE t DROP COLUMN w")
+    assert dropped.virtual_columns == ()
+    with pytest.raises(DDLParseError, match="'nope' does not exist"):
+        apply_alter_table(schema, "ALTER TABLE t MODIFY nope int AS (a) VIRTUAL")
+
+
+def test_a_virtual_column_made_stored_rejoins_the_replicated_columns() -> None:
+    schema = _generated()
+    stored = apply_alter_table(schema, "ALTER TABLE t MODIFY v int AS (a + 1) STORED AFTER a")
+    assert stored.column_names == ("id", "a", "v", "b", "s")
+    assert stored.virtual_columns == ()
+    assert stored.column("v").generated
+    plain = apply_alter_table(schema, "ALTER TABLE t CHANGE v v int")
+    assert plain.column_names == ("id", "a", "b", "s", "v")
+    assert not plain.column("v").generated
+
+
+def test_a_unique_key_over_a_virtual_column_is_never_the_handle_key() -> None:
+    unkeyed = _generated()
+    schema = apply_alter_table(unkeyed, "ALTER TABLE t DROP PRIMARY KEY")
+    assert schema.handle_key == ()
+    for sql in (
+        "ALTER TABLE t ADD UNIQUE KEY uv (v)",
+        "ALTER TABLE t ADD UNIQUE KEY uav (a, v)",
+        "ALTER TABLE t ADD COLUMN w int AS (b + 1) VIRTUAL NOT NULL UNIQUE",
+        "ALTER TABLE t ADD UNIQUE KEY ue ((a + b))",  # TiDB: a hidden virtual column
+    ):
+        assert apply_alter_table(schema, sql).handle_key == (), sql
+    keyed = apply_alter_table(schema, "ALTER TABLE t ADD UNIQUE KEY uv (v), ADD UNIQUE KEY ub (b)")
+    assert keyed.handle_key == ("b",)
+    # the unique key over the virtual column still flags the replicated columns in it
+    both = apply_alter_table(schema, "ALTER TABLE t ADD UNIQUE KEY uav (a, v)")
+    assert both.column("a").flags & ColumnFlag.UNIQUE_KEY
+
+
+def test_a_column_made_virtual_stops_being_the_handle_key() -> None:
+    schema = apply_alter_table(_generated(), "ALTER TABLE t DROP PRIMARY KEY, ADD UNIQUE (b)")
+    assert schema.handle_key == ("b",)
+    virtual = apply_alter_table(schema, "ALTER TABLE t MODIFY b int AS (a) VIRTUAL NOT NULL")
+    assert virtual.handle_key == ()
+
+
+def test_the_handle_key_is_the_unique_index_with_fewest_columns() -> None:
+    schema = parse_create_table(
+        "CREATE TABLE t (a int NOT NULL, b int NOT NULL, c int NOT NULL,"
+        " UNIQUE KEY ab (a, b), UNIQUE KEY c (c), UNIQUE KEY b (b))"
+    )
+    assert schema is not None and schema.handle_key == ("c",)  # tiflow findHandleIndex
+
+
+def test_expression_indexes_name_tidb_hidden_columns() -> None:
+    schema = parse_create_table(
+        "CREATE TABLE t (a int NOT NULL, b int NOT NULL, UNIQUE KEY ((a + 1)), KEY k (b, (a * 2)))"
+    )
+    assert schema is not None
+    assert [(i.name, i.columns) for i in schema.indexes] == [
+        ("expression_index", ("_V$_expression_index_0",)),
+        ("k", ("b", "_V$_k_1")),
+    ]
+    assert schema.virtual_columns == ("_V$_expression_index_0", "_V$_k_1")
+    assert schema.handle_key == ()
+    unindexed = apply_index_ddl(schema, "DROP INDEX expression_index ON t")
+    assert unindexed.virtual_columns == ("_V$_k_1",)
+
+
+def test_the_consumer_state_keeps_virtual_columns_across_a_restart() -> None:
+    # (a restarted consumer that forgot them would take a unique key over one as the handle)
+    schema = apply_alter_table(_generated(), "ALTER TABLE t DROP PRIMARY KEY, ADD UNIQUE (v)")
+    state = ConsumerState(tables={("db", "t"): schema})
+    restored = ConsumerState.from_json(state.to_json()).tables[("db", "t")]
+    assert restored.virtual_columns == ("v",)
+    assert restored.handle_key == ()

@@ -217,7 +217,7 @@ def test_query_plans_mask_secret_source_options(spark) -> None:
 
 
 def test_configs_print_without_credentials() -> None:
-    from ticdc_spark.spark.kafka_source import _Config
+    from ticdc_spark.spark.kafka_options import SourceConfig
     from ticdc_spark.spark.pipeline import PipelineConfig
 
     config = PipelineConfig(
@@ -227,7 +227,7 @@ def test_configs_print_without_credentials() -> None:
         "/ckpt",
         source_options={"kafka.sasl.jaas.config": 'password="S3cr3t"'},
     )
-    source = _Config.parse(
+    source = SourceConfig.parse(
         {"kafka.bootstrap.servers": "h:9", "kafka.sasl.password": "S3cr3t", "subscribe": "t"}
     )
     for text in (repr(config), str(config), repr(source)):

@@ -249,7 +249,8 @@ def test_deleted_offsets_fail_the_read_or_resume_at_the_earliest(mock_cluster) -
     (librdkafka's default auto.offset.reset), skipping records that still exist.  Spark's
     readers fail (failOnDataLoss) or go on from the earliest offset left."""
     from ticdc_spark.errors import TiCDCSparkError
-    from ticdc_spark.spark.kafka_source import _Config, _read_range
+    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka_reader import read_range
 
     bootstrap = mock_cluster.bootstrap
     topic = _trimmed_topic(bootstrap)
@@ -258,13 +259,13 @@ def test_deleted_offsets_fail_the_read_or_resume_at_the_earliest(mock_cluster) -
         "subscribe": topic,
         "kafkaConsumer.pollTimeoutMs": "20000",
     }
-    failing = _Config.parse(options)
-    lenient = _Config.parse({**options, "failOnDataLoss": "false"})
+    failing = SourceConfig.parse(options)
+    lenient = SourceConfig.parse({**options, "failOnDataLoss": "false"})
     with pytest.raises(TiCDCSparkError, match=r"cannot fetch offset 0 .*failOnDataLoss"):
-        list(_read_range(failing, topic, 0, 0, 12))
-    assert _offsets(_read_range(lenient, topic, 0, 0, 12)) == list(range(2, 12))
-    assert _offsets(_read_range(lenient, topic, 0, 0, 2)) == []  # all of it deleted
-    assert _offsets(_read_range(failing, topic, 0, 2, 12)) == list(range(2, 12))
+        list(read_range(failing, topic, 0, 0, 12))
+    assert _offsets(read_range(lenient, topic, 0, 0, 12)) == list(range(2, 12))
+    assert _offsets(read_range(lenient, topic, 0, 0, 2)) == []  # all of it deleted
+    assert _offsets(read_range(failing, topic, 0, 2, 12)) == list(range(2, 12))
 
 
 @pytest.mark.kafka
@@ -292,7 +293,8 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
     records under read_committed; a broker would, which only leaves fewer records.)"""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from ticdc_spark.spark.kafka_source import _Config, _read_range
+    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka_reader import read_range
 
     bootstrap = mock_cluster.bootstrap
     topic = f"x-{uuid.uuid4().hex[:8]}"
@@ -310,7 +312,7 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
     probe = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     assert probe.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, 7)
     probe.close()
-    config = _Config.parse(
+    config = SourceConfig.parse(
         {
             "kafka.bootstrap.servers": bootstrap,
             "subscribe": topic,
@@ -324,7 +326,7 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
         (0, 4, [0, 1, 2]),  # ends on the commit marker, records after it
         (3, 4, []),
     ]:
-        offsets = _offsets(_read_range(config, topic, 0, since, until))
+        offsets = _offsets(read_range(config, topic, 0, since, until))
         if isolation == "read_committed":
             assert set(offsets) <= set(expected)
         else:
@@ -372,10 +374,12 @@ def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> 
         ("batch", {"kafka.key.deserializer": "x"}, "'key.deserializer' is not supported"),
         ("stream", {"kafka.value.deserializer": "x"}, "'value.deserializer' is not supported"),
         ("stream", {"kafka.interceptor.classes": "x"}, "'interceptor.classes' is not supported"),
-        ("stream", {"startingTimestamp": "1000"}, "does not implement option startingTimestamp"),
-        ("batch", {"startingOffsetsByTimestamp": "{}"}, "startingOffsetsByTimestamp"),
-        ("batch", {"endingOffsetsByTimestamp": "{}"}, "endingOffsetsByTimestamp"),
-        ("batch", {"endingTimestamp": "1000"}, "does not implement option endingTimestamp"),
+        ("stream", {"endingOffsetsByTimestamp": "{}"}, "ending timestamp not valid in streaming"),
+        ("stream", {"endingTimestamp": "1000"}, "ending timestamp not valid in streaming"),
+        ("batch", {"startingTimestamp": "soon"}, "expected a single long value, got soon"),
+        ("batch", {"endingTimestamp": "1.5"}, "expected a single long value, got 1.5"),
+        ("batch", {"startingOffsetsByTimestamp": "[1]"}, "startingOffsetsByTimestamp must be JSON"),
+        ("stream", {"startingOffsetsByTimestampStrategy": "skip"}, "must be error or latest"),
         ("stream", {"includeHeaders": "yes"}, "includeHeaders must be true or false"),
     ],
 )
@@ -445,20 +449,20 @@ def test_consumers_are_set_as_sparks() -> None:
     groupIdPrefix, and librdkafka's isolation.level default (read_committed) differs from
     Spark's (read_uncommitted).  (No broker at hand filters aborted records, so this is
     checked on the consumer settings.)"""
-    from ticdc_spark.spark.kafka_source import _Config
+    from ticdc_spark.spark.kafka_options import SourceConfig
 
     base = {"kafka.bootstrap.servers": "h:9", "subscribe": "t"}
-    stream = _Config.parse(base, "stream")
+    stream = SourceConfig.parse(base, "stream")
     driver, executor = stream.consumer_config("driver"), stream.consumer_config("executor")
     assert driver["isolation.level"] == executor["isolation.level"] == "read_uncommitted"
     assert driver["group.id"] == f"spark-kafka-source-{stream.query_id}-driver"
     assert executor["group.id"] == f"spark-kafka-source-{stream.query_id}-executor"
     assert driver["enable.auto.commit"] is False
-    batch = _Config.parse(base, "batch")
+    batch = SourceConfig.parse(base, "batch")
     assert batch.consumer_config("driver")["group.id"].startswith("spark-kafka-relation-")
-    prefixed = _Config.parse({**base, "groupIdPrefix": "mine"}, "stream")
+    prefixed = SourceConfig.parse({**base, "groupIdPrefix": "mine"}, "stream")
     assert prefixed.consumer_config("executor")["group.id"].startswith("mine-")
-    chosen = _Config.parse(
+    chosen = SourceConfig.parse(
         {**base, "kafka.group.id": "g1", "kafka.isolation.level": "read_committed"}, "stream"
     )
     assert chosen.consumer_config("driver")["group.id"] == "g1"
@@ -484,7 +488,8 @@ def test_offset_fetches_are_retried_as_fetch_offset_options_say(kafka_broker: st
     """fetchOffset.numRetries / fetchOffset.retryIntervalMs were ignored (one failed call
     failed the query); Spark retries its offset fetches."""
     from ticdc_spark.errors import TiCDCSparkError
-    from ticdc_spark.spark.kafka_source import _Config, _Metadata
+    from ticdc_spark.spark.kafka_offsets import OffsetReader
+    from ticdc_spark.spark.kafka_options import SourceConfig
 
     topic = _topic(kafka_broker, 1, 3)
 
@@ -505,11 +510,11 @@ def test_offset_fetches_are_retried_as_fetch_offset_options_say(kafka_broker: st
 
             return call
 
-    def metadata(failures: int, **options: str) -> _Metadata:
-        config = _Config.parse(
+    def metadata(failures: int, **options: str) -> OffsetReader:
+        config = SourceConfig.parse(
             {"kafka.bootstrap.servers": kafka_broker, "subscribe": topic, **options}
         )
-        meta = _Metadata(config)
+        meta = OffsetReader(config)
         meta.consumer = Flaky(meta.consumer, failures)
         return meta
 
@@ -522,11 +527,11 @@ def test_offset_fetches_are_retried_as_fetch_offset_options_say(kafka_broker: st
 
 def test_poll_timeout_defaults_to_sparks() -> None:
     """Spark's kafkaConsumer.pollTimeoutMs falls back to spark.network.timeout (120 s)."""
-    from ticdc_spark.spark.kafka_source import _Config
+    from ticdc_spark.spark.kafka_options import SourceConfig
 
     base = {"kafka.bootstrap.servers": "h:9", "subscribe": "t"}
-    assert _Config.parse(base).poll_timeout_s == 120
-    assert _Config.parse({**base, "kafkaConsumer.pollTimeoutMs": "500"}).poll_timeout_s == 0.5
+    assert SourceConfig.parse(base).poll_timeout_s == 120
+    assert SourceConfig.parse({**base, "kafkaConsumer.pollTimeoutMs": "500"}).poll_timeout_s == 0.5
 
 
 _T1, _T2, _T3 = ("t1", 1), ("t2", 1), ("t3", 1)
@@ -655,7 +660,7 @@ _CALCULATOR_CASES = [
 
 @pytest.mark.parametrize(("minimum", "maximum", "ranges", "expected"), _CALCULATOR_CASES)
 def test_ranges_split_as_sparks_calculator(minimum, maximum, ranges, expected) -> None:
-    from ticdc_spark.spark.kafka_source import split_ranges
+    from ticdc_spark.spark.kafka_offsets import split_ranges
 
     assert split_ranges(ranges, minimum, maximum) == expected
 
@@ -665,7 +670,8 @@ def test_min_partitions_and_max_records_split_the_read(kafka_broker: str) -> Non
     """minPartitions and maxRecordsPerPartition were ignored (one task per Kafka partition
     whatever they said); the planned ranges now follow them, and the split read returns
     every record once."""
-    from ticdc_spark.spark.kafka_source import KafkaDataSource, _read_partition
+    from ticdc_spark.spark.kafka_reader import read_partition
+    from ticdc_spark.spark.kafka_source import KafkaDataSource
 
     topic = _topic(kafka_broker, 2, 20)
     for options, count in (({"minPartitions": "5"}, 6), ({"maxRecordsPerPartition": "3"}, 8)):
@@ -677,7 +683,7 @@ def test_min_partitions_and_max_records_split_the_read(kafka_broker: str) -> Non
         offsets = sorted(
             (batch.column("partition")[i].as_py(), batch.column("offset")[i].as_py())
             for p in planned
-            for batch in _read_partition(p)
+            for batch in read_partition(p)
             for i in range(batch.num_rows)
         )
         assert offsets == [(p, o) for p in range(2) for o in range(10)]
@@ -739,7 +745,8 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(kafka_broker: str
 def test_headers_column_only_with_include_headers(kafka_broker: str) -> None:
     """includeHeaders was ignored: headers always there.  As Spark's source, the column is
     there only with includeHeaders=true (Spark's default: false)."""
-    from ticdc_spark.spark.kafka_source import KafkaDataSource, _read_partition
+    from ticdc_spark.spark.kafka_reader import read_partition
+    from ticdc_spark.spark.kafka_source import KafkaDataSource
 
     topic = f"h-{uuid.uuid4().hex[:8]}"
     from confluent_kafka import Producer
@@ -756,7 +763,7 @@ def test_headers_column_only_with_include_headers(kafka_broker: str) -> None:
         )
         assert ("headers" in source.schema()) == (columns == 8)
         (batch,) = [
-            b for p in source.reader(source.schema()).partitions() for b in _read_partition(p)
+            b for p in source.reader(source.schema()).partitions() for b in read_partition(p)
         ]
         assert batch.num_columns == columns
     assert batch.column("headers").to_pylist() == [[{"key": "h", "value": b"1"}]]

@@ -49,10 +49,10 @@ def test_the_source_options_override_the_default_bounds() -> None:
 
 def test_the_kafka_source_refuses_a_byte_bound_it_cannot_keep() -> None:
     pytest.importorskip("pyspark")
-    from ticdc_spark.spark.kafka_source import _Config
+    from ticdc_spark.spark.kafka_options import SourceConfig
 
     with pytest.raises(ConfigError, match="maxOffsetsPerTrigger"):
-        _Config.parse(
+        SourceConfig.parse(
             {"kafka.bootstrap.servers": "b:9092", "subscribe": "t", "maxBytesPerTrigger": "1m"}
         )
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -131,6 +131,7 @@ def _catalog_entry(schema: TableSchema) -> dict[str, Any]:
         ],
         "tableId": schema.table_id,
         "version": schema.version,
+        "virtual": list(schema.virtual_columns),
     }
 
 
@@ -152,7 +153,13 @@ def _catalog_schema(entry: dict[str, Any], database: str, table: str) -> TableSc
         for name, names, primary, unique, nullable in entry["indexes"]
     )
     return TableSchema(
-        database, table, columns, indexes, int(entry["tableId"]), int(entry["version"])
+        database,
+        table,
+        columns,
+        indexes,
+        int(entry["tableId"]),
+        int(entry["version"]),
+        tuple(entry.get("virtual", ())),  # (states saved before virtual columns were kept)
     ).with_derived_flags()
 
 
@@ -700,13 +707,8 @@ def _with_new_columns(known: TableSchema, carried: TableSchema) -> TableSchema:
     extra = tuple(c for c in carried.columns if known.get(c.name) is None)
     if not extra:
         return known
-    return TableSchema(
-        known.database,
-        known.table,
-        known.columns + extra,
-        known.indexes,
-        known.table_id or carried.table_id,
-        known.version,
+    return replace(
+        known, columns=known.columns + extra, table_id=known.table_id or carried.table_id
     ).with_derived_flags()
 
 
@@ -798,9 +800,7 @@ def _rename(state: ConsumerState, step: DDLStep, ddl_sql: Any) -> None:
 
 
 def _renamed(schema: TableSchema, key: TableKey) -> TableSchema:
-    return TableSchema(
-        key[0], key[1], schema.columns, schema.indexes, schema.table_id, schema.version
-    )
+    return replace(schema, database=key[0], table=key[1])
 
 
 def _in_release_order(table: Any) -> Any:

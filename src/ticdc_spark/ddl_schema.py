@@ -218,6 +218,15 @@ class _ColumnDef:
         self.unique = unique
         self.virtual = virtual  # a VIRTUAL generated column: TiCDC never sends it
 
+    def index(self) -> Index | None:
+        """The key declared on the column (PRIMARY KEY or UNIQUE), if any."""
+        name = self.column.name
+        if self.primary:
+            return Index("PRIMARY", (name,), primary=True, unique=True)
+        if self.unique:
+            return Index(name, (name,), unique=True)
+        return None
+
 
 def _column_def(stream: _Stream) -> _ColumnDef:
     name = stream.name()
@@ -296,13 +305,19 @@ def _default(stream: _Stream) -> str | None:
     return text if kind in ("str", "num") else DefaultExpression(text)
 
 
-def _index_columns(tokens: list[Token], sql: str) -> tuple[str, ...]:
+# TiDB keeps each expression of an expression index as a hidden VIRTUAL generated column named
+# ``_V$_<index>_<part>``: TiCDC never sends it, and a unique index over it never identifies rows.
+_HIDDEN_PREFIX = "_V$_"
+
+
+def _index_columns(tokens: list[Token], sql: str, name: str | None) -> tuple[str, ...]:
     names = []
-    for part in _split_commas(tokens):
-        stream = _Stream(part, sql)
-        if stream.is_op("("):
-            continue  # an expression index: no plain column
-        names.append(stream.name())
+    for part, element in enumerate(_split_commas(tokens)):
+        stream = _Stream(element, sql)
+        if stream.is_op("("):  # an expression: TiDB's hidden virtual column
+            names.append(f"{_HIDDEN_PREFIX}{name or 'expression_index'}_{part}")
+        else:
+            names.append(stream.name())
     return tuple(names)
 
 
@@ -329,11 +344,12 @@ def _index_rest(
         name = stream.name()
     if stream.accept("USING"):
         stream.next()
-    columns = _index_columns(stream.group(), stream.sql)
+    columns = _index_columns(stream.group(), stream.sql, name)
     stream.skip_to_comma()
-    return Index(
-        name or (columns[0] if columns else ""), columns, primary=primary, unique=unique or primary
-    )
+    if name is None:  # TiDB names an index after its first column
+        first = columns[0] if columns else ""
+        name = "expression_index" if first.startswith(_HIDDEN_PREFIX) else first
+    return Index(name, columns, primary=primary, unique=unique or primary)
 
 
 # --------------------------------------------------------------------------------------------
@@ -378,12 +394,11 @@ def _add_element(
     definition = _column_def(stream)
     if definition.virtual:
         virtual.append(definition.column.name)
-        return
-    columns.append(definition.column)
-    if definition.primary:
-        indexes.append(Index("PRIMARY", (definition.column.name,), primary=True, unique=True))
-    elif definition.unique:
-        indexes.append(Index(definition.column.name, (definition.column.name,), unique=True))
+    else:
+        columns.append(definition.column)
+    index = definition.index()
+    if index is not None:
+        indexes.append(index)
 
 
 def _schema(
@@ -400,6 +415,8 @@ def _schema(
     version = template.version if template else 0
     if virtual is None:
         virtual = list(template.virtual_columns) if template else []
+    hidden = [n for i in indexes for n in i.columns if n.startswith(_HIDDEN_PREFIX)]
+    virtual = [n for n in virtual if not n.startswith(_HIDDEN_PREFIX)] + hidden
     return TableSchema(
         database, table, tuple(columns), tuple(indexes), table_id, version, tuple(virtual)
     ).with_derived_flags()
@@ -483,16 +500,15 @@ class _Alter:
         self._insert(definition, _position(clause))
 
     def _insert(self, definition: _ColumnDef, position: tuple[str, str] | None) -> None:
-        if definition.virtual:
-            self.virtual.append(definition.column.name)
-            return
         column = definition.column
-        self.columns = [c for c in self.columns if c.name != column.name]
-        self.columns.insert(self._slot(position), column)
-        if definition.primary:
-            self._add_index(Index("PRIMARY", (column.name,), primary=True, unique=True))
-        elif definition.unique:
-            self._add_index(Index(column.name, (column.name,), unique=True))
+        if definition.virtual:
+            self.virtual.append(column.name)
+        else:
+            self.columns = [c for c in self.columns if c.name != column.name]
+            self.columns.insert(self._slot(position), column)
+        index = definition.index()
+        if index is not None:
+            self._add_index(index)
 
     def _slot(self, position: tuple[str, str] | None) -> int:
         if position is None:
@@ -544,31 +560,56 @@ class _Alter:
             self.indexes = [i for i in self.indexes if i.columns]
 
     def _replace(self, old: str | None, clause: _Stream) -> None:
+        """MODIFY / CHANGE COLUMN: the new definition takes the old column's place.  A column
+        the definition makes VIRTUAL leaves the replicated columns (TiCDC stops sending it),
+        and a virtual column made stored joins them (at the end unless placed: TiDB and
+        MySQL refuse both changes today, but the statement says what the table becomes)."""
         definition = _column_def(clause)
         old = old or definition.column.name
         position = _position(clause)
-        index = next((i for i, c in enumerate(self.columns) if c.name.lower() == old.lower()), None)
-        if index is None:
-            raise DDLParseError(f"column {old!r} does not exist", clause.sql)
-        new, named = definition.column, self.columns[index].name
-        if position is None:
-            self.columns[index] = new
-        else:
-            del self.columns[index]
+        new = definition.column
+        named, slot = self._remove(old, clause)
+        if definition.virtual:
+            self.virtual.append(new.name)
+        elif position is not None or slot is None:
             self.columns.insert(self._slot(position), new)
+        else:
+            self.columns.insert(slot, new)
         self._rename_in_indexes(old, new.name)
         self._note_rename(named, new.name)
         if definition.primary:
             self._add_index(Index("PRIMARY", (new.name,), primary=True, unique=True))
 
+    def _remove(self, name: str, clause: _Stream) -> tuple[str, int | None]:
+        """Take a column out (replicated or virtual): its spelling, and its place among the
+        replicated columns (None for a virtual one)."""
+        lowered = name.lower()
+        for slot, column in enumerate(self.columns):
+            if column.name.lower() == lowered:
+                del self.columns[slot]
+                return column.name, slot
+        for named in self.virtual:
+            if named.lower() == lowered:
+                self.virtual.remove(named)
+                return named, None
+        raise DDLParseError(f"column {name!r} does not exist", clause.sql)
+
     def _rename_column(self, clause: _Stream) -> None:
         old = clause.name()
         clause.expect("TO")
         new = clause.name()
-        named = next((c.name for c in self.columns if c.name.lower() == old.lower()), old)
+        named = next(
+            (
+                n
+                for n in [*(c.name for c in self.columns), *self.virtual]
+                if n.lower() == old.lower()
+            ),
+            old,
+        )
         self.columns = [
             replace(c, name=new) if c.name.lower() == old.lower() else c for c in self.columns
         ]
+        self.virtual = [new if n.lower() == old.lower() else n for n in self.virtual]
         self._rename_in_indexes(old, new)
         self._note_rename(named, new)
 
@@ -629,7 +670,7 @@ def apply_index_ddl(schema: TableSchema, sql: str) -> TableSchema:
     name = stream.name()
     stream.expect("ON")
     stream.qualified_name(schema.database)
-    columns = _index_columns(stream.group(), sql)
+    columns = _index_columns(stream.group(), sql, name)
     indexes = [*schema.indexes, Index(name, columns, unique=unique)]
     return _schema(schema.database, schema.table, list(schema.columns), indexes, schema)
 

@@ -154,18 +154,22 @@ class TableSchema:
     @property
     def handle_key(self) -> tuple[str, ...]:
         """The columns TiCDC identifies rows by: flagged handle keys, else the primary key,
-        else the first unique index over non-null columns."""
+        else the unique index with the fewest columns (the first of those) over non-null
+        columns none of which is a VIRTUAL generated column (tiflow's ``findHandleIndex``)."""
         flagged = tuple(c.name for c in self.columns if c.flags & ColumnFlag.HANDLE_KEY)
         if flagged:
             return flagged
         if self.primary_key:
             return self.primary_key
-        for index in self.indexes:
-            if index.unique and all(
-                not self._by_name[n].nullable for n in index.columns if n in self._by_name
-            ):
-                return index.columns
-        return ()
+        virtual = {n.lower() for n in self.virtual_columns}
+        eligible = [
+            index
+            for index in self.indexes
+            if index.unique
+            and not any(n.lower() in virtual for n in index.columns)
+            and all(not self._by_name[n].nullable for n in index.columns if n in self._by_name)
+        ]
+        return min(eligible, key=lambda i: len(i.columns)).columns if eligible else ()
 
     def with_derived_flags(self) -> TableSchema:
         """This schema with TiCDC's column flags computed from types and indexes."""

@@ -8,6 +8,7 @@ already recorded and is skipped.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,13 @@ from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_colum
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 
 __all__ = ["DeltaSink"]
+
+# delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s (dirty_decay_ms)
+# before handing them back: across micro-batches the driver's resident memory then climbs with
+# each merge's working set (benchmarks/memory_bench.py, docs/pipeline.md).  Decaying in 1 s
+# (its background thread purges) returns them between batches.  Read once, when deltalake
+# loads, so set before the first ``from deltalake``; a setting of the user's wins.
+os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:1000,muzzy_decay_ms:0")
 
 
 class DeltaSink(TableSink):
