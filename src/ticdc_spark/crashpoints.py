@@ -95,12 +95,18 @@ def watch_commits(spark_checkpoint: str | Path) -> None:
         return
     commits = Path(spark_checkpoint) / "commits"
 
+    def newest() -> int:
+        found = [int(p.name) for p in commits.glob("*") if p.name.isdigit()]
+        return max(found, default=-1)
+
+    before = newest()  # "committed" or "committed:*": the first commit of this process
+
     def watch() -> None:
         while True:
+            latest = newest()
             for batch in batches:
-                if batch is None or (commits / str(batch)).exists():
-                    if batch is not None or any(p.name.isdigit() for p in commits.glob("*")):
-                        _die(f"committed:{batch}")
+                if (batch is None and latest > before) or (batch is not None and latest >= batch):
+                    _die(f"committed:{latest}")
             time.sleep(0.005)
 
     threading.Thread(target=watch, name="ticdc-crash-watch", daemon=True).start()
