@@ -87,9 +87,8 @@ class StateStore:
             obj = orjson.loads(data)
             held = self._read_held(batch, obj.get("held_rows", -1))
             return ConsumerState.from_json(data, held)
-        except FileNotFoundError as exc:
-            where = Path(exc.filename) if exc.filename else path
-            raise DamagedState(where, "is missing") from None
+        except FileNotFoundError:
+            raise DamagedState(path, "is missing") from None
         except DamagedState:
             raise
         except (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
@@ -105,6 +104,8 @@ class StateStore:
         path = self.held_path(batch)
         if rows == 0 or (rows < 0 and not path.exists()):
             return None
+        if not path.exists():
+            raise DamagedState(path, f"is missing (its state holds {rows} rows back in it)")
         try:
             with pa.memory_map(str(path)) as source:
                 held = pa.ipc.open_file(source).read_all()
@@ -138,8 +139,11 @@ class StateStore:
         return max(self._batches(), default=-1)
 
     def oldest(self) -> int:
-        """The id of the oldest batch whose state is kept (-1 if none)."""
-        return min(self._batches(), default=-1)
+        """The oldest state a lost or damaged newer one can be rebuilt from: the oldest
+        batch's kept, or -1 (the empty state before batch 0) while fewer than ``keep`` are
+        saved."""
+        saved = self._batches()
+        return min(saved) if len(saved) >= self.keep else -1
 
     def newest_good(self, limit: int) -> tuple[int, list[DamagedState]]:
         """The newest batch up to ``limit`` whose state reads whole (-1: none), and the
