@@ -183,7 +183,7 @@ def test_a_damaged_pipeline_id_is_refused_naming_it(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
     store.pipeline_id()
     (store.root / "pipeline.json").write_bytes(b"{")
-    with pytest.raises(CheckpointError, match="pipeline.json is damaged"):
+    with pytest.raises(CheckpointError, match=r"pipeline\.json is damaged"):
         store.pipeline_id()
 
 
