@@ -130,17 +130,18 @@ def test_killed_at_every_sink_point_and_at_random(
     assert_same_tables(make_sink(spec), calm)
 
 
-# The Spark-side points, through replicate itself, with its overlapped apply (each start
-# costs a JVM and 15-60 s: few of them; the harness chains kill at these points too, and
-# test_pipeline's kill test SIGKILLs replicate at random moments).
-SPARK_POINTS = {"delta": ["decoded:1", "committed:*"], "iceberg": ["logged:1"]}
+# The Spark-side points through replicate itself, with its overlapped apply: a batch logged
+# but not committed by Spark, and one committed by Spark while its apply may still run.  Each
+# start costs a JVM (15-90 s on a loaded 2-core machine), so only these, on Delta: the
+# harness chains kill at every point on both sinks (their offsets-written/decoded/logged/
+# committed are the harness's own), test_checkpoint starts Spark on a half-written first
+# offsets file, and test_pipeline's kill test SIGKILLs replicate at random moments.
+SPARK_POINTS = ["logged:1", "committed:*"]
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("kind", ["delta", "iceberg"])
-def test_replicate_killed_at_the_spark_points(
-    prepared: dict[str, Path], tmp_path: Path, kind: str
-) -> None:
+def test_replicate_killed_at_the_spark_points(prepared: dict[str, Path], tmp_path: Path) -> None:
+    kind = "delta"
     spec = target(kind, tmp_path)
     command = [
         sys.executable,
@@ -162,7 +163,7 @@ def test_replicate_killed_at_the_spark_points(
         f"maxOffsetsPerTrigger={RECORDS_PER_BATCH * 3}",
         *[a for k, v in OPTIONS.items() for a in ("--option", f"{k}={v}")],
     ]
-    for point in SPARK_POINTS[kind]:
+    for point in SPARK_POINTS:
         done = subprocess.run(
             command, env=environment(point), capture_output=True, timeout=600, check=False
         )
