@@ -20,20 +20,28 @@ from typing import Any
 
 import orjson
 
+from ticdc_spark.checkpoint import WAY_OUT, CheckpointError, DamagedState
 from ticdc_spark.consume import ConsumerState, DDLStep, Planner, TableChanges
+from ticdc_spark.crashpoints import crash_point, set_batch
 from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.model import physical_ms
 from ticdc_spark.sinks.base import TableSink
 
 __all__ = ["Applier", "BatchReport", "ChangelogLog", "DeadLetterWriter", "StateStore"]
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 STEPS_PER_BATCH = 1_000_000  # a step's version is batch_id * STEPS_PER_BATCH + step number
 
 
 class StateStore:
-    """Consumer state per batch id under ``CHECKPOINT/ticdc`` (JSON plus held rows as Arrow)."""
+    """Consumer state per batch id under ``CHECKPOINT/ticdc`` (JSON plus held rows as Arrow).
+
+    ``state-N.json`` is the state after micro-batch N; it records how many rows it holds back
+    (``held_rows``), which are in ``held-N.arrow``.  Reading checks both: a missing or damaged
+    file is a :class:`~ticdc_spark.checkpoint.DamagedState` naming it, never an older state
+    taken in its place (rows held back would be lost).
+    """
 
     def __init__(self, checkpoint: str | Path, keep: int = 3) -> None:
         self.root = Path(checkpoint) / "ticdc"
@@ -44,46 +52,124 @@ class StateStore:
         """A stable id for this checkpoint: the sinks' app id for idempotent commits."""
         path = self.root / "pipeline.json"
         if path.exists():
-            return str(orjson.loads(path.read_bytes())["id"])
+            try:
+                return str(orjson.loads(path.read_bytes())["id"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CheckpointError(
+                    f"{path} is damaged ({_reason(exc)}): it holds the id under which the "
+                    f"tables record the steps applied. {WAY_OUT}"
+                ) from None
+        if self._batches():
+            raise CheckpointError(
+                f"{path} is missing while the consumer state has micro-batches: it holds the id "
+                f"under which the tables record the steps applied. {WAY_OUT}"
+            )
         ident = f"ticdc-spark-{uuid.uuid4()}"
         _atomic_write(path, orjson.dumps({"id": ident}))
         return ident
 
     def load(self, before_batch: int) -> ConsumerState:
-        """The state saved by the latest batch before ``before_batch`` (fresh if none)."""
-        saved = sorted(b for b in self._batches() if b < before_batch)
-        if not saved:
-            return ConsumerState()
-        batch = saved[-1]
-        held = None
-        held_path = self.root / f"held-{batch:012d}.arrow"
-        if held_path.exists():
-            import pyarrow as pa
+        """The state saved by batch ``before_batch - 1`` (fresh for batch 0)."""
+        saved = [b for b in self._batches() if b < before_batch]
+        if before_batch > 0 and (before_batch - 1) not in saved:
+            newest = f"the newest is batch {max(saved)}'s" if saved else "there is none"
+            raise DamagedState(
+                self.state_path(before_batch - 1),
+                f"is missing ({newest}), and micro-batch {before_batch} starts from it",
+            )
+        return self.read(before_batch - 1) if before_batch > 0 else ConsumerState()
 
-            with pa.memory_map(str(held_path)) as source:
+    def read(self, batch: int) -> ConsumerState:
+        """The state saved by ``batch``, checked whole (:class:`DamagedState` if not)."""
+        path = self.state_path(batch)
+        try:
+            data = path.read_bytes()
+            obj = orjson.loads(data)
+            held = self._read_held(batch, obj.get("held_rows", -1))
+            return ConsumerState.from_json(data, held)
+        except FileNotFoundError:
+            raise DamagedState(path, "is missing") from None
+        except DamagedState:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, OSError) as exc:
+            raise DamagedState(path, f"is damaged ({_reason(exc)})") from None
+        except TiCDCSparkError as exc:  # e.g. a column type of the catalog that does not parse
+            raise DamagedState(path, f"is damaged ({exc})") from None
+
+    def _read_held(self, batch: int, rows: int) -> Any:
+        """The rows ``state-N.json`` says it holds back (``rows``; -1: a state saved before
+        the count was, which held rows if the file exists)."""
+        import pyarrow as pa
+
+        path = self.held_path(batch)
+        if rows == 0 or (rows < 0 and not path.exists()):
+            return None
+        if not path.exists():
+            raise DamagedState(path, f"is missing (its state holds {rows} rows back in it)")
+        try:
+            with pa.memory_map(str(path)) as source:
                 held = pa.ipc.open_file(source).read_all()
-        return ConsumerState.from_json((self.root / f"state-{batch:012d}.json").read_bytes(), held)
+        except pa.ArrowInvalid as exc:
+            raise DamagedState(path, f"is damaged ({_reason(exc)})") from None
+        if rows >= 0 and held.num_rows != rows:
+            raise DamagedState(path, f"holds {held.num_rows} rows, not the {rows} of its state")
+        return held
 
     def save(self, batch: int, state: ConsumerState) -> None:
+        held_path = self.held_path(batch)
         if state.held is not None and state.held.num_rows:
             import pyarrow as pa
 
-            path = self.root / f"held-{batch:012d}.arrow"
-            tmp = path.with_suffix(".tmp")
-            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, state.held.schema) as out:
-                out.write_table(state.held)
-            os.replace(tmp, path)
-        _atomic_write(self.root / f"state-{batch:012d}.json", state.to_json())
+            tmp = held_path.with_suffix(".tmp")
+            with open(tmp, "wb") as raw:
+                with pa.ipc.new_file(raw, state.held.schema) as out:
+                    out.write_table(state.held)
+                raw.flush()
+                os.fsync(raw.fileno())
+            os.replace(tmp, held_path)
+        else:  # (a file an earlier attempt of this batch left is not this state's)
+            held_path.unlink(missing_ok=True)
+        _atomic_write(self.state_path(batch), state.to_json())
         for old in sorted(self._batches())[: -self.keep]:
-            for name in (f"state-{old:012d}.json", f"held-{old:012d}.arrow"):
-                (self.root / name).unlink(missing_ok=True)
+            self.state_path(old).unlink(missing_ok=True)
+            self.held_path(old).unlink(missing_ok=True)
 
     def latest(self) -> int:
         """The id of the latest batch whose state is saved (-1 if none)."""
         return max(self._batches(), default=-1)
 
+    def oldest(self) -> int:
+        """The oldest state a lost or damaged newer one can be rebuilt from: the oldest
+        batch's kept, or -1 (the empty state before batch 0) while fewer than ``keep`` are
+        saved."""
+        saved = self._batches()
+        return min(saved) if len(saved) >= self.keep else -1
+
+    def newest_good(self, limit: int) -> tuple[int, list[DamagedState]]:
+        """The newest batch up to ``limit`` whose state reads whole (-1: none), and the
+        damaged states newer than it."""
+        damaged = []
+        for batch in sorted((b for b in self._batches() if b <= limit), reverse=True):
+            try:
+                self.read(batch)
+            except DamagedState as exc:
+                damaged.append(exc)
+                continue
+            return batch, damaged
+        return -1, damaged
+
+    def state_path(self, batch: int) -> Path:
+        return self.root / f"state-{batch:012d}.json"
+
+    def held_path(self, batch: int) -> Path:
+        return self.root / f"held-{batch:012d}.arrow"
+
     def _batches(self) -> list[int]:
         return [int(p.stem.split("-")[1]) for p in self.root.glob("state-*.json")]
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 class ChangelogLog:
@@ -92,7 +178,9 @@ class ChangelogLog:
     When the pipeline applies a micro-batch while Spark already reads the next one, Spark
     records the first batch's offsets as done before it is applied.  Logging the batch's
     changelog first (Arrow IPC, synced to disk) keeps that safe: after a crash,
-    :meth:`Applier.recover` applies every logged batch that has no saved state yet.
+    :meth:`Applier.recover` applies every logged batch that has no saved state yet.  Logged
+    batches are kept as long as the states before them (:meth:`prune`), so that a newer
+    state found missing or damaged is rebuilt by applying them again.
     """
 
     def __init__(self, state_root: Path) -> None:
@@ -123,6 +211,13 @@ class ChangelogLog:
 
     def drop(self, batch: int) -> None:
         self._path(batch).unlink(missing_ok=True)
+
+    def prune(self, through: int) -> None:
+        """Drop the logged batches up to ``through`` (those the oldest kept state covers:
+        the rest can rebuild a newer state that is lost or damaged)."""
+        for batch in self.batches():
+            if batch <= through:
+                self.drop(batch)
 
     def _path(self, batch: int) -> Path:
         return self.root / f"changelog-{batch:012d}.arrow"
@@ -226,6 +321,7 @@ class Applier:
     def apply(self, changelog: Any, batch: int) -> BatchReport:
         """Apply one micro-batch of changelog rows (a pyarrow Table)."""
         started = time.perf_counter()
+        set_batch(batch)
         state = self.store.load(batch)
         planner = Planner(self.mode, state, self.partitions)
         plan = planner.plan(changelog)
@@ -241,21 +337,59 @@ class Applier:
             version = batch * STEPS_PER_BATCH + number
             replayed = self._renamed_since(plan.steps, number, version)
             dead.append(self._apply_step(step, version, report, replayed))
+            crash_point("step")
         report.dead_letters = self._dead_letters(batch, dead)
         self.store.save(batch, planner.state)
+        crash_point("state-saved")
         report.seconds = time.perf_counter() - started
         self.reports.append(report)
         return report
 
-    def recover(self, log: ChangelogLog) -> list[BatchReport]:
-        """Apply the logged micro-batches that have no saved state (a crash came after Spark
-        had recorded them as done and before their apply finished), oldest first."""
-        reports = []
-        for batch in log.batches():
-            if batch > self.store.latest():
-                reports.append(self.apply(log.read(batch), batch))
-            log.drop(batch)
+    def recover(self, log: ChangelogLog, committed: int = -1) -> list[BatchReport]:
+        """Bring the consumer state up to ``committed`` (the last batch Spark committed) and
+        the logged batches, oldest first: the batches a crash left logged but not applied
+        (Spark records a batch as done before its overlapped apply ends), and those whose
+        saved state is missing or damaged, replayed from the newest good state (their
+        steps already in the tables are skipped by version).  Raises
+        :class:`~ticdc_spark.checkpoint.CheckpointError` naming what is missing when the
+        log does not reach back far enough."""
+        logged = log.batches()
+        wanted = max([committed, *logged])
+        good, damaged = self.store.newest_good(wanted)
+        needed = range(good + 1, wanted + 1)
+        gone = [b for b in needed if b not in logged]
+        if gone:
+            raise CheckpointError(self._unrecoverable(log, good, wanted, gone, damaged))
+        for problem in damaged:
+            logger.warning("%s: rebuilding it from the logged micro-batches", problem.short)
+        reports = [self.apply(log.read(batch), batch) for batch in needed]
+        log.prune(self.store.oldest())
         return reports
+
+    def _unrecoverable(
+        self,
+        log: ChangelogLog,
+        good: int,
+        wanted: int,
+        gone: list[int],
+        damaged: list[DamagedState],
+    ) -> str:
+        problems = [d.short for d in damaged]
+        damaged_batches = {d.path for d in damaged}
+        missing = [
+            str(self.store.state_path(b))
+            for b in range(good + 1, wanted + 1)
+            if self.store.state_path(b) not in damaged_batches
+        ]
+        if missing:
+            problems.append(f"missing: {', '.join(missing[-3:])}")
+        start = f"the newest good state, batch {good}'s," if good >= 0 else "an empty state"
+        return (
+            f"the consumer state does not reach micro-batch {wanted}, the last Spark committed "
+            f"or the pipeline logged ({'; '.join(problems)}). Rebuilding it from {start} needs "
+            f"the changelogs of micro-batches {gone[0]}-{gone[-1]} under {log.root}, which are "
+            f"gone. {WAY_OUT}"
+        )
 
     def _renamed_since(self, steps: list[Any], number: int, version: int) -> bool:
         """Whether a replay finds this row step's table already renamed by a later step of

@@ -88,6 +88,8 @@ class ConsumerState:
                 "carried": [[db, t, text] for (db, t), text in self.carried.items()],
                 "partitions": sorted(self.partitions),
                 "schema_ts": [[db, t, ts] for (db, t), ts in self.schema_ts.items()],
+                # how many rows the held file beside it must hold (a lost file is noticed)
+                "held_rows": 0 if self.held is None else self.held.num_rows,
             }
         )
 

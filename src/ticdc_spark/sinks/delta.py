@@ -4,17 +4,25 @@ One table per upstream table at ``ROOT/<database>/<table>``.  Each change is com
 a Delta *app transaction* (``txn`` action: the pipeline's id and the step's version), which
 is how Delta writers make retried writes idempotent: a replayed step sees its version
 already recorded and is skipped.
+
+Every change is one Delta commit or one directory rename, so a kill at any moment leaves
+each table whole: a rename moves the directory, and a drop first moves the table into
+``ROOT/_ticdc%trash`` (a name no table's directory has: ``%`` is quoted in those) and then
+deletes it there; a sink opened later finishes deleting what the trash holds.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ticdc_spark.crashpoints import crash_point
 from ticdc_spark.model import TableSchema
 from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
@@ -28,6 +36,9 @@ __all__ = ["DeltaSink"]
 # loads, so set before the first ``from deltalake``; a setting of the user's wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:1000,muzzy_decay_ms:0")
 
+log = logging.getLogger(__name__)
+TRASH = "_ticdc%trash"  # dropped tables being deleted (never a quoted database name)
+
 
 class DeltaSink(TableSink):
     """Delta tables under a local directory."""
@@ -38,6 +49,7 @@ class DeltaSink(TableSink):
         super().__init__()
         self.root = Path(root)
         self.app_id = app_id
+        self._empty_trash()
 
     def path(self, key: TableKey) -> Path:
         return self.root / _safe(key[0]) / _safe(key[1])
@@ -122,6 +134,7 @@ class DeltaSink(TableSink):
         target = table_arrow_schema(schema)
         columns = carried_columns(current, target, schema, renamed)
         self._forget(key)
+        crash_point("rewrite")
         write_deltalake(
             str(self.path(key)),
             pa.Table.from_arrays(columns, schema=target),
@@ -136,13 +149,26 @@ class DeltaSink(TableSink):
         )
 
     def drop(self, key: TableKey) -> None:
+        """Move the table into the trash (one rename: it is whole or gone), then delete it."""
         self._forget(key)
-        shutil.rmtree(self.path(key), ignore_errors=True)
+        trash = self.root / TRASH / uuid.uuid4().hex
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(self.path(key), trash)
+        crash_point("drop")
+        _delete_table_files(trash)
+
+    def _empty_trash(self) -> None:
+        """Finish deleting the tables a killed run had dropped."""
+        trash = self.root / TRASH
+        for entry in sorted(trash.iterdir()) if trash.is_dir() else []:
+            log.warning("finishing the drop of a table a stopped run began: deleting %s", entry)
+            _delete_table_files(entry)
 
     def rename(self, old: TableKey, new: TableKey) -> None:
         self._forget(old, new)
         target = self.path(new)
         target.parent.mkdir(parents=True, exist_ok=True)
+        crash_point("rename")
         self.path(old).rename(target)
 
     def read(self, key: TableKey) -> Any:
@@ -154,9 +180,17 @@ class DeltaSink(TableSink):
         return [
             (_unsafe(database.name), _unsafe(table.name))
             for database in sorted(p for p in self.root.glob("*") if p.is_dir())
+            if database.name != TRASH
             for table in sorted(p for p in database.glob("*") if p.is_dir())
             if DeltaTable.is_deltatable(str(table))
         ]
+
+
+def _delete_table_files(path: Path) -> None:
+    """Delete a table's directory, its log first (what is left is no table)."""
+    shutil.rmtree(path / "_delta_log", ignore_errors=True)
+    crash_point("drop-deleting")
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _q(name: str) -> str:

@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+from ticdc_spark.crashpoints import crash_point
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
@@ -226,8 +227,10 @@ class IcebergSink(TableSink):
         with table.transaction() as tx:
             tx.append(pa.Table.from_arrays(columns, schema=target))
             tx.set_properties({VERSION_PROPERTY: str(version)})
+        crash_point("rewrite")
         self._forget(key)
         self.catalog.purge_table(key)
+        crash_point("rewrite-swap")  # (exists() finishes the swap: _recover)
         self.catalog.rename_table(temp, key)
 
     def _recover(self, key: TableKey) -> None:
@@ -250,12 +253,16 @@ class IcebergSink(TableSink):
             tx.set_properties({VERSION_PROPERTY: str(version)})
 
     def drop(self, key: TableKey) -> None:
+        # (pyiceberg removes the table from the catalog, one SQL transaction, before deleting
+        # its files: a kill while it deletes them leaves unreferenced files, no table)
         self._forget(key)
+        crash_point("drop")
         self.catalog.purge_table(key)
 
     def rename(self, old: TableKey, new: TableKey) -> None:
         self._forget(old, new)
         self.catalog.create_namespace_if_not_exists(new[0])
+        crash_point("rename")
         self.catalog.rename_table(old, new)
 
     def read(self, key: TableKey) -> Any:

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ticdc_spark.apply import Applier, BatchReport, ChangelogLog, DeadLetterWriter, StateStore
+from ticdc_spark.checkpoint import check_checkpoint, repair_spark_checkpoint, spark_batches
+from ticdc_spark.crashpoints import crash_point, watch_commits
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
@@ -207,6 +209,9 @@ def start(
 ) -> RunningPipeline:
     """Start the streaming query (``awaitTermination``/``stop`` as usual)."""
     table_filter = TableFilter(config.table_filter)  # (a bad rule fails before anything starts)
+    spark_checkpoint = Path(config.checkpoint) / "spark"
+    repair_spark_checkpoint(spark_checkpoint)  # what a kill before the first batch leaves
+    check_checkpoint(config.checkpoint)
     store = StateStore(config.checkpoint)
     sink = make_sink(config.target, app_id=store.pipeline_id())
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
@@ -227,28 +232,36 @@ def start(
         table_filter=table_filter,
     )
     log = ChangelogLog(store.root)
-    for report in applier.recover(log):  # batches a crash left logged but not applied
+    # batches a crash left logged but not applied, and states found missing or damaged
+    committed = max(spark_batches(spark_checkpoint, "commits"), default=-1)
+    for report in applier.recover(log, committed):
         if on_batch is not None:
             on_batch(report)
     background = _Background()
+    watch_commits(spark_checkpoint)  # (a test's kill point; inert by default)
 
     def finish(changes: Any, batch_id: int, read_seconds: float) -> None:
         report = applier.apply(changes, batch_id)
-        log.drop(batch_id)
+        log.prune(store.oldest())
         report.read_seconds = read_seconds
         if on_batch is not None:
             on_batch(report)
 
     def apply_batch(batch_df: Any, batch_id: int) -> None:
+        batch_id = int(batch_id)
+        crash_point("offsets-written", batch_id)
         started = time.perf_counter()
         changes = batch_df.toArrow()  # runs the read and decode stages of this micro-batch
         read_seconds = time.perf_counter() - started
+        crash_point("decoded", batch_id)
+        # before Spark may record the batch as done; kept while a state it could rebuild is
+        log.write(batch_id, changes)
+        crash_point("logged", batch_id)
         if not config.overlap:
-            finish(changes, int(batch_id), read_seconds)
+            finish(changes, batch_id, read_seconds)
             return
-        log.write(int(batch_id), changes)  # before Spark may record the batch as done
         background.wait()  # the previous batch's apply; its failure stops the query here
-        background.run(finish, changes, int(batch_id), read_seconds)
+        background.run(finish, changes, batch_id, read_seconds)
 
     writer = (
         changelog.writeStream.foreachBatch(apply_batch)
