@@ -1,0 +1,379 @@
+"""The Debezium decoder: TiCDC's Debezium messages and genuine Debezium MySQL connector output.
+
+What a message is, from its value:
+
+* ``{"payload": P, "schema": S}`` (Kafka Connect's JsonConverter with ``schemas.enable=true``,
+  TiCDC by default), ``{"payload": P}`` (TiCDC with ``debezium-disable-schema``), or ``P``
+  itself (JsonConverter with ``schemas.enable=false``);
+* a null value is a tombstone, which Debezium sends after a delete so that log compaction can
+  drop the key: it carries no change, and gives nothing;
+* ``P.op`` ``c``/``r`` (snapshot read)/``u``/``d`` is a row, ``m`` TiCDC's checkpoint (a
+  watermark at ``source.commit_ts``); no ``op`` and a ``ddl`` is a schema change.
+
+Column types come from the Connect schema (:mod:`.connect`).  Without one, they are guessed
+from the JSON values: an integer is read as BIGINT, a fraction as DOUBLE, a boolean as BIT(1),
+text as LONGTEXT and an object as JSON, so DATE/DATETIME numbers, DECIMAL doubles, base64
+binary values and ENUM names stay in their wire form; a warning says so, once per table.
+
+TiCDC puts the commit ts in ``source.commit_ts``.  Genuine Debezium has none: its rows carry
+:data:`~ticdc_spark.model.UNKNOWN_COMMIT_TS`, and their order is their partition position (a
+warning says so once per table).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+
+from ticdc_spark.codec.base import DecoderBase, Message, RowSink
+from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, loads, require_dict
+from ticdc_spark.codec.convert import NORMALIZED, Converter
+from ticdc_spark.codec.debezium.connect import read_field
+from ticdc_spark.codec.debezium.options import CHECKPOINT_OP, PROTOCOL, DebeziumOptions
+from ticdc_spark.codec.largemsg import LargeMessages
+from ticdc_spark.ddl import classify
+from ticdc_spark.errors import DecodeError
+from ticdc_spark.filter import TableFilter
+from ticdc_spark.model import (
+    UNKNOWN_COMMIT_TS,
+    Column,
+    DDLEvent,
+    Index,
+    RowKind,
+    TableSchema,
+    Watermark,
+)
+from ticdc_spark.types import ColumnType
+
+__all__ = ["DebeziumDecoder"]
+
+log = logging.getLogger(__name__)
+
+_KINDS = {"c": RowKind.INSERT, "r": RowKind.INSERT, "u": RowKind.UPDATE, "d": RowKind.DELETE}
+_ENVELOPE_KEYS = frozenset(("payload", "schema"))
+_TICDC_HEAD = b'{"payload":'
+_TICDC_SCHEMA = b',"schema":'
+Image = dict[str, Any] | None
+
+
+class _Plan:
+    """A table shape: its schema and, per column, the reader of its wire value and the
+    changelog text of it."""
+
+    __slots__ = ("readers", "schema", "texts")
+
+    def __init__(self, schema: TableSchema, readers: dict[str, Converter]) -> None:
+        self.schema = schema
+        self.readers = readers
+        self.texts = {c.name: _text_of(readers[c.name], c.type) for c in schema.columns}
+
+    def image(self, raw: Any, text: bool) -> Image:
+        if raw is None:
+            return None
+        if type(raw) is not dict:
+            raise DecodeError(f"a row image must be an object, got {type(raw).__name__}")
+        convert = self.texts if text else self.readers
+        try:
+            return {name: None if v is None else convert[name](v) for name, v in raw.items()}
+        except KeyError as missing:
+            raise DecodeError(
+                f"column {missing.args[0]!r} is not in the schema of "
+                f"{self.schema.qualified_name}"
+            ) from None
+
+
+def _text_of(read: Converter, ctype: ColumnType) -> Converter:
+    write = NORMALIZED.encoder(ctype)
+    return lambda value: write(read(value))
+
+
+def _schema(
+    database: str, table: str, columns: list[Column], key: tuple[str, ...]
+) -> TableSchema:
+    names = {c.name for c in columns}
+    key = tuple(k for k in key if k in names)
+    if key:  # the key's columns are the handle key (TiCDC: the primary key or a unique key)
+        columns = [c if c.name not in key else _not_null(c) for c in columns]
+    indexes = (Index("PRIMARY", key, primary=True, unique=True),) if key else ()
+    return TableSchema(database, table, tuple(columns), indexes).with_derived_flags()
+
+
+def _not_null(column: Column) -> Column:
+    return Column(column.name, column.type, False, column.default, column.generated)
+
+
+class _Guess:
+    """Column types of a table without a Connect schema, guessed from its values and kept
+    (a NULL does not change a column's guess)."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, tuple[ColumnType, Converter]] = {}
+        self.plan: _Plan | None = None
+        self.key: tuple[str, ...] = ()
+
+    def plan_for(
+        self, database: str, table: str, images: tuple[Image, ...], key: tuple[str, ...]
+    ) -> _Plan:
+        changed = key != self.key or self.plan is None
+        for image in images:
+            for name, value in (image or {}).items():
+                guess = _guess(value)
+                known = self.types.get(name)
+                if guess is not None and (known is None or known[0] != guess[0]):
+                    self.types[name], changed = guess, True
+                elif known is None:
+                    self.types[name], changed = _UNKNOWN, True
+        if changed or self.plan is None:
+            columns = [Column(name, t) for name, (t, _) in self.types.items()]
+            readers = {name: reader for name, (_, reader) in self.types.items()}
+            self.plan = _Plan(_schema(database, table, columns, key), readers)
+            self.key = key
+        return self.plan
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _bool_int(value: Any) -> int:
+    if type(value) is not bool:
+        raise ValueError(f"expected a boolean, got {value!r}")
+    return int(value)
+
+
+def _checked(kind: type) -> Converter:
+    def read(value: Any) -> Any:
+        if type(value) is not kind:
+            raise ValueError(f"expected {kind.__name__}, got {value!r}")
+        return value
+
+    return read
+
+
+_UNKNOWN = (ColumnType("longtext"), _json_text)
+_GUESSES: dict[type, tuple[ColumnType, Converter]] = {
+    bool: (ColumnType("bit", length=1), _bool_int),
+    int: (ColumnType("bigint"), _checked(int)),
+    float: (ColumnType("double"), _checked(float)),
+    str: (ColumnType("longtext"), _checked(str)),
+    dict: (ColumnType("json"), _json_text),
+    list: (ColumnType("json"), _json_text),
+}
+
+
+def _guess(value: Any) -> tuple[ColumnType, Converter] | None:
+    return None if value is None else _GUESSES[type(value)]
+
+
+def _string(obj: dict[str, Any], name: str) -> str:
+    value = obj.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DecodeError(f"{name!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+class DebeziumDecoder(DecoderBase):
+    """Decodes TiCDC's Debezium messages and genuine Debezium MySQL connector messages."""
+
+    protocol = PROTOCOL
+
+    def __init__(
+        self, options: DebeziumOptions | None = None, *, table_filter: TableFilter | None = None
+    ) -> None:
+        self.options = options or DebeziumOptions()
+        self._keep = None if table_filter is None or table_filter.everything else table_filter
+        self._large = LargeMessages(PROTOCOL, self.options)
+        self._compressed = self.options.large_message_handle_compression != "none"
+        self._plans: LRUCache[Any, _Plan] = LRUCache(4096)
+        self._guesses: dict[tuple[str, str], _Guess] = {}
+        self._warned: set[tuple[str, str, str]] = set()
+
+    def decode_into(self, message: Message, sink: RowSink) -> None:
+        try:
+            self._message_into(message, sink)
+        except DecodeError as exc:
+            raise exc.at(message.position, PROTOCOL) from None
+        except INPUT_ERRORS as exc:
+            reason = (
+                f"missing field {exc.args[0]!r}"
+                if isinstance(exc, KeyError)
+                else (str(exc) or type(exc).__name__)
+            )
+            raise DecodeError(
+                reason, protocol=PROTOCOL, position=message.position, payload=message.value
+            ) from None
+
+    # one message ------------------------------------------------------------------------------
+
+    def _message_into(self, message: Message, sink: RowSink) -> None:
+        value = message.value
+        if value is None:
+            if message.key is None:
+                raise DecodeError("a Debezium message needs a key or a value")
+            return  # a tombstone: Debezium's marker for log compaction after a delete
+        if self._compressed:
+            value = self._large.decompress(value)
+        obj = require_dict(loads(value), "message")
+        schema = None
+        if "payload" in obj and _ENVELOPE_KEYS.issuperset(obj):
+            payload, schema = obj["payload"], obj.get("schema")
+            if payload is None:
+                return  # JsonConverter's form of a tombstone ({"schema":null,"payload":null})
+            payload = require_dict(payload, "payload")
+        else:
+            payload = obj  # JsonConverter with schemas.enable=false
+        position = (message.topic, message.partition or 0, message.offset or 0)
+        op = payload.get("op")
+        source = require_dict(payload.get("source") or {}, "source")
+        if op is None:
+            if "ddl" not in payload:
+                raise DecodeError("neither 'op' nor 'ddl': not a Debezium change event")
+            self._ddl_into(payload, source, sink, position)
+            return
+        if op == CHECKPOINT_OP:
+            sink.add_events([Watermark(self._commit_ts(source, required=True))], *position)
+            return
+        kind = _KINDS.get(op)
+        if kind is None:
+            raise DecodeError(f"unknown op {op!r}: not c, r, u, d or m")
+        database, table = _string(source, "db"), _string(source, "table")
+        if self._keep is not None and not self._keep.matches(database, table):
+            return
+        key_names = self._key_names(message.key)
+        before, after = payload.get("before"), payload.get("after")
+        if schema is not None:
+            plan = self._schema_plan(value, schema, database, table, key_names)
+        else:
+            plan = self._guessed_plan(database, table, (before, after), key_names)
+        text = sink.text
+        if kind is RowKind.UPDATE and before is None:
+            kind = RowKind.INSERT  # output-old-value off: the update is an upsert
+        if kind is RowKind.INSERT:
+            before = None
+        elif kind is RowKind.DELETE:
+            after = None
+        images = (plan.image(before, text), plan.image(after, text))
+        if images[kind is not RowKind.DELETE] is None:
+            side = "before" if kind is RowKind.DELETE else "after"
+            raise DecodeError(f"op {op!r} without its {side!r} image")
+        commit_ts = self._commit_ts(source)
+        if commit_ts == UNKNOWN_COMMIT_TS:
+            self._warn_once(database, table, "ts", _NO_COMMIT_TS)
+        sink.add_row(kind, plan.schema, commit_ts, *images, (*position, 0))
+
+    def _commit_ts(self, source: dict[str, Any], required: bool = False) -> int:
+        ts = source.get("commit_ts")
+        if ts is None and not required:
+            return UNKNOWN_COMMIT_TS
+        if type(ts) is not int or ts <= 0:
+            raise DecodeError(f"source.commit_ts must be a positive integer, got {ts!r}")
+        return ts
+
+    def _key_names(self, key: bytes | None) -> tuple[str, ...]:
+        """The handle-key column names: the fields of the key's payload."""
+        if not key:
+            return ()
+        if self._compressed:
+            key = self._large.decompress(key)
+        obj = loads(key, "key")
+        if isinstance(obj, dict) and "payload" in obj and _ENVELOPE_KEYS.issuperset(obj):
+            obj = obj["payload"]
+        if not isinstance(obj, dict):  # (a key of another converter: no key columns known)
+            return ()
+        return tuple(obj)
+
+    def _ddl_into(
+        self, payload: dict[str, Any], source: dict[str, Any], sink: RowSink, position: Any
+    ) -> None:
+        query = payload["ddl"]
+        if not isinstance(query, str):
+            raise DecodeError("'ddl' must be a string")
+        database = _string(payload, "databaseName") or _string(source, "db")
+        table = _string(source, "table")
+        if self._keep is not None:
+            kept = self._keep.matches(database, table) if table else None
+            if kept is False or (kept is None and not self._keep.matches_schema(database)):
+                return
+        ddl = DDLEvent(classify(query), query, self._commit_ts(source), database, table)
+        sink.add_events([ddl], *position)
+
+    # table shapes -----------------------------------------------------------------------------
+
+    def _schema_plan(
+        self,
+        value: bytes,
+        schema: Any,
+        database: str,
+        table: str,
+        key: tuple[str, ...],
+    ) -> _Plan:
+        # TiCDC writes the schema last: its text is the cache key, found without serializing
+        at = value.rfind(_TICDC_SCHEMA) if value.startswith(_TICDC_HEAD) else -1
+        text = value[at:] if at > 0 else orjson.dumps(schema)
+        cache_key = (text, database, table, key)
+        plan = self._plans.get(cache_key)
+        if plan is None:
+            plan = self._plans.put(cache_key, _connect_plan(schema, database, table, key))
+        return plan
+
+    def _guessed_plan(
+        self, database: str, table: str, images: tuple[Any, ...], key: tuple[str, ...]
+    ) -> _Plan:
+        slot = (database, table)
+        guess = self._guesses.get(slot)
+        if guess is None:
+            if len(self._guesses) > 4096:
+                self._guesses.clear()
+            guess = self._guesses[slot] = _Guess()
+            self._warn_once(database, table, "schema", _NO_SCHEMA)
+        for image in images:
+            if image is not None and type(image) is not dict:
+                raise DecodeError(f"a row image must be an object, got {type(image).__name__}")
+        return guess.plan_for(database, table, images, key)
+
+    def _warn_once(self, database: str, table: str, what: str, text: str) -> None:
+        slot = (database, table, what)
+        if slot not in self._warned and len(self._warned) < 100_000:
+            self._warned.add(slot)
+            log.warning(text, PROTOCOL, f"{database}.{table}")
+
+
+_NO_SCHEMA = (
+    "%s: %s has no Connect schema (schemas.enable=false or debezium-disable-schema): column "
+    "types are guessed from the JSON values (integers BIGINT, fractions DOUBLE, text "
+    "LONGTEXT); dates, times, decimals, binary (base64), ENUM/SET names, BIT bytes and "
+    "unsigned BIGINTs over 2^63-1 stay in their wire form"
+)
+_NO_COMMIT_TS = (
+    "%s: %s rows carry no source.commit_ts (genuine Debezium, not TiCDC): their commit ts is "
+    "unknown (0) and their order is their partition offset"
+)
+
+
+def _connect_plan(schema: Any, database: str, table: str, key: tuple[str, ...]) -> _Plan:
+    """The plan of a value's Connect schema: the fields of its ``after`` (else ``before``)
+    struct."""
+    envelope = require_dict(schema, "schema")
+    fields = envelope["fields"]
+    if not isinstance(fields, list):
+        raise DecodeError("schema 'fields' must be an array")
+    structs = {f.get("field"): f for f in fields if isinstance(f, dict)}
+    image = structs.get("after") or structs.get("before")
+    if image is None:
+        raise DecodeError("the schema has no 'after' or 'before' struct")
+    row_fields = image["fields"]
+    if not isinstance(row_fields, list):
+        raise DecodeError("the 'after' struct's 'fields' must be an array")
+    columns, readers = [], {}
+    for field in row_fields:
+        column, reader = read_field(field)
+        if column.name in readers:
+            raise DecodeError(f"column {column.name!r} appears twice in the schema")
+        columns.append(column)
+        readers[column.name] = reader
+    return _Plan(_schema(database, table, columns, key), readers)
+
