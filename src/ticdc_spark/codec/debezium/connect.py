@@ -163,6 +163,9 @@ _BY_NAME = {
 }
 
 
+_MICROS_NAMES = frozenset((_DBZ + "time.MicroTimestamp", _DBZ + "time.NanoTimestamp"))
+
+
 def _scaled(scale: int) -> Converter:
     def read(value: Any) -> Decimal:
         if isinstance(value, str):  # base64 of the unscaled big-endian two's complement
@@ -292,6 +295,8 @@ def _refined(
     """The type with what the field's parameters add: ENUM/SET members, BIT width, DECIMAL
     precision and scale, BIT(1) from a boolean."""
     family = ctype.family
+    if family is Family.DATETIME and ctype.decimal is None and name in _MICROS_NAMES:
+        return ColumnType(ctype.name, decimal=6)
     if family in (Family.ENUM, Family.SET) and "allowed" in parameters:
         return ColumnType(ctype.name, elements=_elements(parameters["allowed"]))
     if family is Family.BIT:

@@ -269,8 +269,8 @@ class DebeziumDecoder(DecoderBase):
         ts = source.get("commit_ts")
         if ts is None and not required:
             return UNKNOWN_COMMIT_TS
-        if type(ts) is not int or ts <= 0:
-            raise DecodeError(f"source.commit_ts must be a positive integer, got {ts!r}")
+        if type(ts) is not int or not 0 <= ts < 1 << 64:  # (0: a re-encoded unknown ts)
+            raise DecodeError(f"source.commit_ts must be a TiDB TSO, got {ts!r}")
         return ts
 
     def _key_names(self, key: bytes | None) -> tuple[str, ...]:
