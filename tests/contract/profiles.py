@@ -250,6 +250,7 @@ CANAL_JSON = Profile(
     ),
 )
 
+
 def _debezium_golden(golden_dir: Path) -> list[Message]:
     """The genuine Debezium 2.4 MySQL connector's message for TiCDC's all-types row."""
     base = golden_dir / "debezium"
@@ -276,13 +277,13 @@ DEBEZIUM = Profile(
         Variant(
             "no-old-value",
             {**_DBZ_EXTENSION, "debezium-output-old-value": "false"},
-            Carries(
-                key=True, compiled=False, value_view=_debezium_carried, update_as_insert="all"
-            ),
+            Carries(key=True, compiled=False, value_view=_debezium_carried, update_as_insert="all"),
             WHOLE_JSON,
         ),
         Variant(
-            "lz4", {**_DBZ_EXTENSION, "large-message-handle-compression": "lz4"}, _DEBEZIUM,
+            "lz4",
+            {**_DBZ_EXTENSION, "large-message-handle-compression": "lz4"},
+            _DEBEZIUM,
             WHOLE_JSON,
         ),
     ),

@@ -170,9 +170,9 @@ def _scaled(scale: int) -> Converter:
     def read(value: Any) -> Decimal:
         if isinstance(value, str):  # base64 of the unscaled big-endian two's complement
             unscaled = int.from_bytes(base64_bytes(value), "big", signed=True)
-            return Decimal(unscaled).scaleb(-scale)
+            return Decimal(f"{unscaled}E-{scale}")  # (exact: scaleb rounds to 28 digits)
         if type(value) in (int, float):  # Kafka's JsonConverter decimal.format=NUMERIC
-            return Decimal(repr(value)) if type(value) is float else Decimal(value).scaleb(0)
+            return Decimal(repr(value)) if type(value) is float else Decimal(value)
         raise ValueError(f"expected a Connect Decimal, got {value!r}")
 
     return read

@@ -79,8 +79,7 @@ class _Plan:
             return {name: None if v is None else convert[name](v) for name, v in raw.items()}
         except KeyError as missing:
             raise DecodeError(
-                f"column {missing.args[0]!r} is not in the schema of "
-                f"{self.schema.qualified_name}"
+                f"column {missing.args[0]!r} is not in the schema of {self.schema.qualified_name}"
             ) from None
 
 
@@ -89,9 +88,7 @@ def _text_of(read: Converter, ctype: ColumnType) -> Converter:
     return lambda value: write(read(value))
 
 
-def _schema(
-    database: str, table: str, columns: list[Column], key: tuple[str, ...]
-) -> TableSchema:
+def _schema(database: str, table: str, columns: list[Column], key: tuple[str, ...]) -> TableSchema:
     names = {c.name for c in columns}
     key = tuple(k for k in key if k in names)
     if key:  # the key's columns are the handle key (TiCDC: the primary key or a unique key)
@@ -121,6 +118,8 @@ class _Guess:
             for name, value in (image or {}).items():
                 guess = _guess(value)
                 known = self.types.get(name)
+                if guess is _INTEGER and known is _DOUBLE:
+                    continue  # (a DOUBLE's whole numbers print without a fraction)
                 if guess is not None and (known is None or known[0] != guess[0]):
                     self.types[name], changed = guess, True
                 elif known is None:
@@ -152,11 +151,19 @@ def _checked(kind: type) -> Converter:
     return read
 
 
+def _double(value: Any) -> float:
+    if type(value) not in (int, float):
+        raise ValueError(f"expected a number, got {value!r}")
+    return float(value)
+
+
 _UNKNOWN = (ColumnType("longtext"), _json_text)
+_INTEGER = (ColumnType("bigint"), _checked(int))
+_DOUBLE = (ColumnType("double"), _double)
 _GUESSES: dict[type, tuple[ColumnType, Converter]] = {
     bool: (ColumnType("bit", length=1), _bool_int),
-    int: (ColumnType("bigint"), _checked(int)),
-    float: (ColumnType("double"), _checked(float)),
+    int: _INTEGER,
+    float: _DOUBLE,
     str: (ColumnType("longtext"), _checked(str)),
     dict: (ColumnType("json"), _json_text),
     list: (ColumnType("json"), _json_text),
@@ -376,4 +383,3 @@ def _connect_plan(schema: Any, database: str, table: str, key: tuple[str, ...]) 
         columns.append(column)
         readers[column.name] = reader
     return _Plan(_schema(database, table, columns, key), readers)
-

@@ -174,10 +174,15 @@ class _TablePlan:
         if values is None:
             return None
         if not self.known.issuperset(values):
-            raise EncodeError(f"the image has columns {sorted(set(values) - self.known)} "
-                              f"that {self.schema.qualified_name} does not")
-        return {name: (None if (v := values[name]) is None else write(v))
-                for name, write in self.writers if name in values}
+            raise EncodeError(
+                f"the image has columns {sorted(set(values) - self.known)} "
+                f"that {self.schema.qualified_name} does not"
+            )
+        return {
+            name: (None if (v := values[name]) is None else write(v))
+            for name, write in self.writers
+            if name in values
+        }
 
     def key(self, values: dict[str, Any]) -> dict[str, Any]:
         return {
