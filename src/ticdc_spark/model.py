@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 from ticdc_spark.types import ColumnType, Family
 
 __all__ = [
+    "UNKNOWN_COMMIT_TS",
     "Bootstrap",
     "Column",
     "ColumnFlag",
@@ -26,7 +27,6 @@ __all__ = [
     "RowChange",
     "RowKind",
     "TableSchema",
-    "UNKNOWN_COMMIT_TS",
     "Watermark",
     "compose_ts",
     "physical_ms",

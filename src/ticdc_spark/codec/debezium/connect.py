@@ -183,7 +183,8 @@ def _variable_scale(value: Any) -> Decimal:
     scale = value["scale"]
     if type(scale) is not int:
         raise ValueError(f"VariableScaleDecimal scale is not an integer: {scale!r}")
-    return _scaled(scale)(value["value"])
+    result: Decimal = _scaled(scale)(value["value"])
+    return result
 
 
 def _geometry(value: Any) -> bytes:

@@ -79,11 +79,11 @@ def _adjusted(value: dt.date | dt.datetime | ZeroDate) -> dt.datetime | None:
     """The calendar time TiCDC writes for a DATE/DATETIME value: two-digit years moved to
     1970-2069, None for what Go's calendar refuses (month or day 0)."""
     if isinstance(value, ZeroDate):
-        try:  # year 0 is a leap year, like 2000, which it becomes
-            value = dt.datetime(2000, *value[1:]) if value.year == 0 else None  # type: ignore[assignment]
-        except ValueError:
+        if value.year != 0:  # (a zero month or day)
             return None
-        if value is None:
+        try:  # year 0 is a leap year, like 2000, which it becomes
+            value = dt.datetime(2000, *value[1:])
+        except ValueError:
             return None
     if type(value) is dt.date:
         value = dt.datetime(value.year, value.month, value.day)
@@ -159,7 +159,7 @@ def _timestamp_writer(ctype: ColumnType) -> Converter:
             return _ZERO_TIMESTAMP_TEXT
         if type(value) is dt.date:
             value = dt.datetime(value.year, value.month, value.day)
-        text = value.isoformat("T", "microseconds")
+        text: str = value.isoformat("T", "microseconds")
         if fsp is None:  # (unknown: the digits the value needs)
             text = text.rstrip("0").rstrip(".")
         else:

@@ -387,8 +387,8 @@ class DebeziumEncoder:
             raise row_encode_error(PROTOCOL, row, error) from error
         key, value = self._large.compress(key), self._large.compress(value)
         size = len(key) + len(value)
-        if not self._large.fits(size):
-            key, value = self._large.shrink(row, size, lambda: (key, value), _no_small)
+        if not self._large.fits(size):  # (shrink raises: the only option here is none)
+            self._large.shrink(row, size, lambda: (key, value), _no_small)
         schema = row.schema
         return Message(key, value, Route.DISPATCH, schema.database, schema.table, rows=1)
 
