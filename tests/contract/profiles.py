@@ -260,8 +260,10 @@ def _debezium_golden(golden_dir: Path) -> list[Message]:
 
 
 def _debezium_carried(ctype: ColumnType) -> Callable[[Any], Any]:
-    from ticdc_spark.codec.debezium.dialect import carried
+    from ticdc_spark.codec import get_codec
 
+    carried = get_codec("debezium").carried
+    assert carried is not None
     return carried(ctype)
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from ticdc_spark.codec.catalog import CodecSpec, register
 from ticdc_spark.codec.debezium.decoder import DebeziumDecoder
+from ticdc_spark.codec.debezium.dialect import carried
 from ticdc_spark.codec.debezium.encoder import DebeziumEncoder
 from ticdc_spark.codec.debezium.options import PROTOCOL, DebeziumOptions
 
 __all__ = ["DebeziumDecoder", "DebeziumEncoder", "DebeziumOptions"]
 
-register(CodecSpec(PROTOCOL, DebeziumOptions, DebeziumEncoder, DebeziumDecoder))
+register(CodecSpec(PROTOCOL, DebeziumOptions, DebeziumEncoder, DebeziumDecoder, carried=carried))
