@@ -51,6 +51,8 @@ __all__ = ["DebeziumDecoder"]
 
 log = logging.getLogger(__name__)
 
+_INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE
+_TSO_END = 1 << 64
 _KINDS = {"c": RowKind.INSERT, "r": RowKind.INSERT, "u": RowKind.UPDATE, "d": RowKind.DELETE}
 _ENVELOPE_KEYS = frozenset(("payload", "schema"))
 _TICDC_HEAD = b'{"payload":'
@@ -157,7 +159,7 @@ def _double(value: Any) -> float:
     return float(value)
 
 
-_UNKNOWN = (ColumnType("longtext"), _json_text)
+_UNKNOWN = (ColumnType("longtext"), _checked(str))  # (only NULLs seen so far)
 _INTEGER = (ColumnType("bigint"), _checked(int))
 _DOUBLE = (ColumnType("double"), _double)
 _GUESSES: dict[type, tuple[ColumnType, Converter]] = {
@@ -252,31 +254,33 @@ class DebeziumDecoder(DecoderBase):
             return
         key_names = self._key_names(message.key)
         before, after = payload.get("before"), payload.get("after")
+        if kind is _UPDATE and before is None:
+            kind = _INSERT  # output-old-value off: the update is an upsert
+        if kind is _INSERT:
+            before = None
+        elif kind is _DELETE:
+            after = None
+        text = sink.text
         if schema is not None:
             plan = self._schema_plan(value, schema, database, table, key_names)
+            images = (plan.image(before, text), plan.image(after, text))
         else:
-            plan = self._guessed_plan(database, table, (before, after), key_names)
-        text = sink.text
-        if kind is RowKind.UPDATE and before is None:
-            kind = RowKind.INSERT  # output-old-value off: the update is an upsert
-        if kind is RowKind.INSERT:
-            before = None
-        elif kind is RowKind.DELETE:
-            after = None
-        images = (plan.image(before, text), plan.image(after, text))
-        if images[kind is not RowKind.DELETE] is None:
-            side = "before" if kind is RowKind.DELETE else "after"
+            plan, images = self._guessed(database, table, (before, after), key_names, text)
+        if images[kind is not _DELETE] is None:
+            side = "before" if kind is _DELETE else "after"
             raise DecodeError(f"op {op!r} without its {side!r} image")
-        commit_ts = self._commit_ts(source)
-        if commit_ts == UNKNOWN_COMMIT_TS:
-            self._warn_once(database, table, "ts", _NO_COMMIT_TS)
+        commit_ts = source.get("commit_ts")
+        if type(commit_ts) is not int or not 0 < commit_ts < _TSO_END:
+            commit_ts = self._commit_ts(source)  # (raises, or the unknown ts, warned once)
+            if commit_ts == UNKNOWN_COMMIT_TS:
+                self._warn_once(database, table, "ts", _NO_COMMIT_TS)
         sink.add_row(kind, plan.schema, commit_ts, *images, (*position, 0))
 
     def _commit_ts(self, source: dict[str, Any], required: bool = False) -> int:
         ts = source.get("commit_ts")
         if ts is None and not required:
             return UNKNOWN_COMMIT_TS
-        if type(ts) is not int or not 0 <= ts < 1 << 64:  # (0: a re-encoded unknown ts)
+        if type(ts) is not int or not 0 <= ts < _TSO_END:  # (0: a re-encoded unknown ts)
             raise DecodeError(f"source.commit_ts must be a TiDB TSO, got {ts!r}")
         return ts
 
@@ -327,9 +331,16 @@ class DebeziumDecoder(DecoderBase):
             plan = self._plans.put(cache_key, _connect_plan(schema, database, table, key))
         return plan
 
-    def _guessed_plan(
-        self, database: str, table: str, images: tuple[Any, ...], key: tuple[str, ...]
-    ) -> _Plan:
+    def _guessed(
+        self,
+        database: str,
+        table: str,
+        raw: tuple[Any, Any],
+        key: tuple[str, ...],
+        text: bool,
+    ) -> tuple[_Plan, tuple[Image, Image]]:
+        """The plan and images of a row without a Connect schema: the table's last guess
+        when its readers take the values (they check the JSON types), else a new guess."""
         slot = (database, table)
         guess = self._guesses.get(slot)
         if guess is None:
@@ -337,10 +348,17 @@ class DebeziumDecoder(DecoderBase):
                 self._guesses.clear()
             guess = self._guesses[slot] = _Guess()
             self._warn_once(database, table, "schema", _NO_SCHEMA)
-        for image in images:
+        plan = guess.plan
+        if plan is not None and guess.key == key:
+            try:
+                return plan, (plan.image(raw[0], text), plan.image(raw[1], text))
+            except (DecodeError, ValueError):
+                pass  # a new column or a value of another JSON type: guess again
+        for image in raw:
             if image is not None and type(image) is not dict:
                 raise DecodeError(f"a row image must be an object, got {type(image).__name__}")
-        return guess.plan_for(database, table, images, key)
+        plan = guess.plan_for(database, table, raw, key)
+        return plan, (plan.image(raw[0], text), plan.image(raw[1], text))
 
     def _warn_once(self, database: str, table: str, what: str, text: str) -> None:
         slot = (database, table, what)
