@@ -270,7 +270,7 @@ def _debezium_carried(ctype: ColumnType) -> Callable[[Any], Any]:
 # Column types come back from TiCDC's tidb_type (the TiDB extension): without it, from the
 # Connect types, which do not say enough for a round trip (tests/test_debezium.py covers it).
 _DBZ_EXTENSION = {"enable-tidb-extension": "true"}
-_DEBEZIUM = Carries(key=True, compiled=False, value_view=_debezium_carried)
+_DEBEZIUM = Carries(key=True, compiled=False, value_view=_debezium_carried, arrow_batch=True)
 
 DEBEZIUM = Profile(
     "debezium",
@@ -285,7 +285,7 @@ DEBEZIUM = Profile(
         Variant(
             "lz4",
             {**_DBZ_EXTENSION, "large-message-handle-compression": "lz4"},
-            _DEBEZIUM,
+            Carries(key=True, compiled=False, value_view=_debezium_carried),
             WHOLE_JSON,
         ),
     ),

@@ -23,14 +23,16 @@ warning says so once per table).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from ticdc_spark.codec.base import DecoderBase, Message, RowSink
+from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, loads, require_dict
 from ticdc_spark.codec.convert import NORMALIZED, Converter
 from ticdc_spark.codec.debezium.connect import read_field
+from ticdc_spark.codec.debezium.dialect import DEBEZIUM
 from ticdc_spark.codec.debezium.options import CHECKPOINT_OP, PROTOCOL, DebeziumOptions
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.ddl import classify
@@ -45,9 +47,16 @@ from ticdc_spark.model import (
     TableSchema,
     Watermark,
 )
-from ticdc_spark.types import ColumnType
+from ticdc_spark.types import ColumnType, Family
 
 __all__ = ["DebeziumDecoder"]
+
+# The dialect's readers that need no column facts (to recognise them in _text_of).
+_DEFAULT_READERS = {
+    family: DEBEZIUM.decoder(ColumnType(name))
+    for family, name in ((Family.STRING, "text"), (Family.JSON, "json"))
+}
+_DEFAULT_READERS[Family.INTEGER] = DEBEZIUM.decoder(ColumnType("int"))
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +73,12 @@ class _Plan:
     """A table shape: its schema and, per column, the reader of its wire value and the
     changelog text of it."""
 
-    __slots__ = ("readers", "schema", "texts")
+    __slots__ = ("changelog_schema", "readers", "schema", "texts")
 
     def __init__(self, schema: TableSchema, readers: dict[str, Converter]) -> None:
         self.schema = schema
         self.readers = readers
+        self.changelog_schema: str | None = None  # (the changelog's schema JSON, once asked)
         self.texts = {c.name: _text_of(readers[c.name], c.type) for c in schema.columns}
 
     def image(self, raw: Any, text: bool) -> Image:
@@ -86,8 +96,21 @@ class _Plan:
 
 
 def _text_of(read: Converter, ctype: ColumnType) -> Converter:
+    """The changelog text of a wire value: its canonical value printed as the normalized
+    text; in one step for TiCDC's strings and integers, the common columns."""
+    if read is _DEFAULT_READERS.get(ctype.family):
+        if ctype.family in (Family.STRING, Family.JSON):
+            return read  # (the text itself, checked to be a string)
+        if ctype.family is Family.INTEGER and not (ctype.name == "bigint" and ctype.unsigned):
+            return _integer_text
     write = NORMALIZED.encoder(ctype)
     return lambda value: write(read(value))
+
+
+def _integer_text(value: Any) -> str:
+    if type(value) is not int:
+        raise ValueError(f"expected an integer, got {value!r}")
+    return str(value)
 
 
 def _schema(database: str, table: str, columns: list[Column], key: tuple[str, ...]) -> TableSchema:
@@ -198,6 +221,8 @@ class DebeziumDecoder(DecoderBase):
         self._large = LargeMessages(PROTOCOL, self.options)
         self._compressed = self.options.large_message_handle_compression != "none"
         self._plans: LRUCache[Any, _Plan] = LRUCache(4096)
+        # (value schema text, key schema text) -> plan, for the batch path's TiCDC records
+        self._shapes: LRUCache[tuple[bytes, bytes], _Plan] = LRUCache(4096)
         self._guesses: dict[tuple[str, str], _Guess] = {}
         self._warned: set[tuple[str, str, str]] = set()
 
@@ -216,25 +241,70 @@ class DebeziumDecoder(DecoderBase):
                 reason, protocol=PROTOCOL, position=message.position, payload=message.value
             ) from None
 
+    def decode_arrow_batch(
+        self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
+    ) -> Any:
+        """The changelog batch of an Arrow batch of Kafka records.
+
+        TiCDC writes a row's value as ``{"payload":{..},"schema":{..}}`` and its key the same
+        way: for such a record whose schemas (as text) name a known table shape, only the
+        payload is parsed, and its images become changelog text with the shape's
+        converters.  Every other record goes through ``careful(i)``, the one decode path with
+        every check, which also learns the shapes this path then takes.
+        """
+        if self._compressed or self._keep is not None:
+            return None
+        keys = batch.column("key").to_pylist()
+        values = batch.column("value").to_pylist()
+        topics = batch.column("topic").to_pylist()
+        partitions = batch.column("partition").to_pylist()
+        offsets = batch.column("offset").to_pylist()
+        append_row, shapes = sink.append_row, self._shapes
+        for i, value in enumerate(values):
+            try:
+                plan, payload = _short_payload(shapes, keys[i], value)
+                kind = _SHORT_OPS[payload["op"]]
+                source = payload["source"]
+                ts = source["commit_ts"]
+                if type(ts) is not int or not 0 < ts < _TSO_END:
+                    raise ValueError("commit ts")
+                texts = plan.texts
+                before, after = payload["before"], payload["after"]
+                before = (
+                    None
+                    if before is None
+                    else {n: None if v is None else texts[n](v) for n, v in before.items()}
+                )
+                after = (
+                    None
+                    if after is None
+                    else {n: None if v is None else texts[n](v) for n, v in after.items()}
+                )
+                if (kind == "DELETE") != (after is None) or (kind != "INSERT") != (
+                    before is not None
+                ):
+                    raise ValueError("images")
+                text = plan.changelog_schema
+                if text is None:
+                    text = plan.changelog_schema = sink.schema_text(plan.schema) or ""
+                schema = plan.schema
+                database, table = source["db"], source["table"]
+                if (database, table) != (schema.database, schema.table):
+                    raise ValueError("another table")
+            except _NOT_SHORT:
+                careful(i)
+                continue
+            position = (topics[i], partitions[i] or 0, offsets[i] or 0, 0)
+            append_row(kind, database, table, ts, before, after, text, position)
+        return sink.to_batch()
+
     # one message ------------------------------------------------------------------------------
 
     def _message_into(self, message: Message, sink: RowSink) -> None:
-        value = message.value
-        if value is None:
-            if message.key is None:
-                raise DecodeError("a Debezium message needs a key or a value")
-            return  # a tombstone: Debezium's marker for log compaction after a delete
-        if self._compressed:
-            value = self._large.decompress(value)
-        obj = require_dict(loads(value), "message")
-        schema = None
-        if "payload" in obj and _ENVELOPE_KEYS.issuperset(obj):
-            payload, schema = obj["payload"], obj.get("schema")
-            if payload is None:
-                return  # JsonConverter's form of a tombstone ({"schema":null,"payload":null})
-            payload = require_dict(payload, "payload")
-        else:
-            payload = obj  # JsonConverter with schemas.enable=false
+        opened = self._open(message)
+        if opened is None:
+            return
+        value, payload, schema = opened
         position = (message.topic, message.partition or 0, message.offset or 0)
         op = payload.get("op")
         source = require_dict(payload.get("source") or {}, "source")
@@ -262,7 +332,9 @@ class DebeziumDecoder(DecoderBase):
             after = None
         text = sink.text
         if schema is not None:
-            plan = self._schema_plan(value, schema, database, table, key_names)
+            plan = self._schema_plan(
+                value, schema, database, table, key_names, _key_schema_text(message.key)
+            )
             images = (plan.image(before, text), plan.image(after, text))
         else:
             plan, images = self._guessed(database, table, (before, after), key_names, text)
@@ -275,6 +347,24 @@ class DebeziumDecoder(DecoderBase):
             if commit_ts == UNKNOWN_COMMIT_TS:
                 self._warn_once(database, table, "ts", _NO_COMMIT_TS)
         sink.add_row(kind, plan.schema, commit_ts, *images, (*position, 0))
+
+    def _open(self, message: Message) -> tuple[bytes, dict[str, Any], Any] | None:
+        """The value (decompressed), its payload and its Connect schema (None when absent);
+        None for a tombstone."""
+        value = message.value
+        if value is None:
+            if message.key is None:
+                raise DecodeError("a Debezium message needs a key or a value")
+            return None  # a tombstone: Debezium's marker for log compaction after a delete
+        if self._compressed:
+            value = self._large.decompress(value)
+        obj = require_dict(loads(value), "message")
+        if "payload" not in obj or not _ENVELOPE_KEYS.issuperset(obj):
+            return value, obj, None  # JsonConverter with schemas.enable=false
+        payload = obj["payload"]
+        if payload is None:
+            return None  # JsonConverter's form of a tombstone ({"schema":null,"payload":null})
+        return value, require_dict(payload, "payload"), obj.get("schema")
 
     def _commit_ts(self, source: dict[str, Any], required: bool = False) -> int:
         ts = source.get("commit_ts")
@@ -321,6 +411,7 @@ class DebeziumDecoder(DecoderBase):
         database: str,
         table: str,
         key: tuple[str, ...],
+        key_schema: bytes | None,
     ) -> _Plan:
         # TiCDC writes the schema last: its text is the cache key, found without serializing
         at = value.rfind(_TICDC_SCHEMA) if value.startswith(_TICDC_HEAD) else -1
@@ -329,6 +420,8 @@ class DebeziumDecoder(DecoderBase):
         plan = self._plans.get(cache_key)
         if plan is None:
             plan = self._plans.put(cache_key, _connect_plan(schema, database, table, key))
+        if at > 0 and key_schema is not None:  # (a shape the batch path may take from now)
+            self._shapes.put((text, key_schema), plan)
         return plan
 
     def _guessed(
@@ -365,6 +458,36 @@ class DebeziumDecoder(DecoderBase):
         if slot not in self._warned and len(self._warned) < 100_000:
             self._warned.add(slot)
             log.warning(text, PROTOCOL, f"{database}.{table}")
+
+
+_SHORT_OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}  # (no "r": TiCDC sends none)
+_NOT_SHORT = (LookupError, TypeError, AttributeError, ValueError, DecodeError)
+
+
+def _key_schema_text(key: bytes | None) -> bytes | None:
+    """The ``,"schema":{..}}`` tail of a key TiCDC wrote (None for other keys)."""
+    if not key or not key.startswith(_TICDC_HEAD):
+        return None
+    at = key.rfind(_TICDC_SCHEMA)
+    return key[at:] if at > 0 else None
+
+
+def _short_payload(
+    shapes: LRUCache[tuple[bytes, bytes], _Plan], key: bytes | None, value: bytes
+) -> tuple[_Plan, dict[str, Any]]:
+    """The known shape and parsed payload of a record TiCDC wrote with its schemas; raises
+    LookupError for any other."""
+    key_schema = _key_schema_text(key)
+    if key_schema is None or not value.startswith(_TICDC_HEAD):
+        raise LookupError("not TiCDC's layout")
+    at = value.rfind(_TICDC_SCHEMA)
+    plan = shapes.get((value[at:], key_schema)) if at > 0 else None
+    if plan is None:
+        raise LookupError("an unknown shape")
+    payload = orjson.loads(value[len(_TICDC_HEAD) : at])
+    if type(payload) is not dict:
+        raise TypeError("payload")
+    return plan, payload
 
 
 _NO_SCHEMA = (
