@@ -360,3 +360,23 @@ def test_bad_messages_raise_decode_errors_naming_the_record(
     with pytest.raises(DecodeError, match=reason) as caught:
         make_decoder("debezium").decode(message)
     assert "t/2@9" in str(caught.value)
+
+
+def test_cli_decodes_genuine_and_ticdc_values(
+    golden_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ticdc-spark decode -p debezium --values``: genuine Debezium (one JSON value per line)
+    and TiCDC's own messages with a checkpoint, to their normalized events."""
+    from ticdc_spark.cli import main
+
+    encoder = make_encoder("debezium", {"debezium-disable-schema": "true"})
+    ticdc = encoder.encode([_golden_row(golden_dir), Watermark(compose_ts(1701347697000))])
+    values = tmp_path / "values.jsonl"
+    genuine = (GENUINE / "schema-exclude.jsonl").read_bytes()
+    values.write_bytes(genuine + b"".join((m.value or b"") + b"\n" for m in ticdc))
+    assert main(["decode", "-p", "debezium", "--values", str(values)]) == 0
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["type"] for e in events] == ["INSERT", "UPDATE", "DELETE", "INSERT", "WATERMARK"]
+    assert events[0]["after"]["weight"] == "3.140000104904175"
+    assert events[3]["commitTs"] == compose_ts(1701347696000, 5)
+    assert events[3]["after"]["col_varchar"] == "foo"
