@@ -259,10 +259,10 @@ class DebeziumDecoder(DecoderBase):
         topics = batch.column("topic").to_pylist()
         partitions = batch.column("partition").to_pylist()
         offsets = batch.column("offset").to_pylist()
-        append_row, shapes = sink.append_row, self._shapes
+        append_row, shapes = sink.append_row, _Shapes(self._shapes)
         for i, value in enumerate(values):
             try:
-                plan, payload = _short_payload(shapes, keys[i], value)
+                plan, payload = shapes.payload(keys[i], value)
                 kind = _SHORT_OPS[payload["op"]]
                 source = payload["source"]
                 ts = source["commit_ts"]
@@ -472,22 +472,39 @@ def _key_schema_text(key: bytes | None) -> bytes | None:
     return key[at:] if at > 0 else None
 
 
-def _short_payload(
-    shapes: LRUCache[tuple[bytes, bytes], _Plan], key: bytes | None, value: bytes
-) -> tuple[_Plan, dict[str, Any]]:
-    """The known shape and parsed payload of a record TiCDC wrote with its schemas; raises
-    LookupError for any other."""
-    key_schema = _key_schema_text(key)
-    if key_schema is None or not value.startswith(_TICDC_HEAD):
-        raise LookupError("not TiCDC's layout")
-    at = value.rfind(_TICDC_SCHEMA)
-    plan = shapes.get((value[at:], key_schema)) if at > 0 else None
-    if plan is None:
-        raise LookupError("an unknown shape")
-    payload = orjson.loads(value[len(_TICDC_HEAD) : at])
-    if type(payload) is not dict:
-        raise TypeError("payload")
-    return plan, payload
+class _Shapes:
+    """Finds the known shape of a record TiCDC wrote with its schemas; the last one found is
+    tried first, by comparing the record's tails with its schema texts (no copy, no hash)."""
+
+    def __init__(self, shapes: LRUCache[tuple[bytes, bytes], _Plan]) -> None:
+        self.shapes = shapes
+        self.last: tuple[bytes, bytes, _Plan] | None = None
+
+    def _find(self, key: bytes, value: bytes) -> tuple[_Plan, int]:
+        key_schema = _key_schema_text(key)
+        end = value.rfind(_TICDC_SCHEMA)
+        if key_schema is None or end <= 0:
+            raise LookupError("not TiCDC's layout")
+        schema = value[end:]
+        plan = self.shapes.get((schema, key_schema))
+        if plan is None:
+            raise LookupError("an unknown shape")
+        self.last = (schema, key_schema, plan)
+        return plan, end
+
+    def payload(self, key: bytes | None, value: bytes) -> tuple[_Plan, dict[str, Any]]:
+        """The shape and parsed payload; raises LookupError for a record it does not know."""
+        if not key or not value.startswith(_TICDC_HEAD):
+            raise LookupError("not TiCDC's layout")
+        last = self.last
+        if last is not None and value.endswith(last[0]) and key.endswith(last[1]):
+            plan, end = last[2], len(value) - len(last[0])
+        else:
+            plan, end = self._find(key, value)
+        payload = orjson.loads(value[len(_TICDC_HEAD) : end])
+        if type(payload) is not dict:
+            raise TypeError("payload")
+        return plan, payload
 
 
 _NO_SCHEMA = (
