@@ -256,7 +256,9 @@ def ours_in_python(df: Any) -> Any:
     return decode(df, "canal-json", CANAL, compiled=False)
 
 
-def transfer_floor(df: Any) -> Any:
+def transfer_floor(
+    df: Any, protocol: str = "canal-json", options: dict[str, str] | None = None
+) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from ticdc_spark.changelog import arrow_schema
@@ -268,7 +270,7 @@ def transfer_floor(df: Any) -> Any:
         ready = None
         for batch in batches:
             if ready is None:  # decoded once per task: the rest is transfer only
-                ready = next(decode_batches(iter([batch]), "canal-json", CANAL))
+                ready = next(decode_batches(iter([batch]), protocol, options or CANAL))
             n = batch.num_rows
             yield (
                 ready.slice(0, n)
@@ -377,7 +379,11 @@ def debezium_stage(spark: Any, count: int, rounds: int) -> None:
     keys, values = debezium_messages(count)
     df = kafka_frame(spark, values, keys)
     df.count()
-    contenders = {"native from_json": native_debezium, "ticdc decode": ours_debezium}
+    contenders = {
+        "native from_json": native_debezium,
+        "ticdc decode": ours_debezium,
+        "transfer floor": lambda df: transfer_floor(df, "debezium", {}),
+    }
     best: dict[str, float] = {}
     for _ in range(rounds):
         for name, build in contenders.items():
