@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
-from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, loads, require_dict
+from ticdc_spark.codec.common import LRUCache, decoding, loads, require_dict, str_field
 from ticdc_spark.codec.convert import NORMALIZED, Converter
 from ticdc_spark.codec.debezium.connect import read_field
 from ticdc_spark.codec.debezium.dialect import DEBEZIUM
@@ -199,15 +199,6 @@ def _guess(value: Any) -> tuple[ColumnType, Converter] | None:
     return None if value is None else _GUESSES[type(value)]
 
 
-def _string(obj: dict[str, Any], name: str) -> str:
-    value = obj.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise DecodeError(f"{name!r} must be a string, got {type(value).__name__}")
-    return value
-
-
 class DebeziumDecoder(DecoderBase):
     """Decodes TiCDC's Debezium messages and genuine Debezium MySQL connector messages."""
 
@@ -227,19 +218,8 @@ class DebeziumDecoder(DecoderBase):
         self._warned: set[tuple[str, str, str]] = set()
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
-        try:
+        with decoding(PROTOCOL, message):
             self._message_into(message, sink)
-        except DecodeError as exc:
-            raise exc.at(message.position, PROTOCOL) from None
-        except INPUT_ERRORS as exc:
-            reason = (
-                f"missing field {exc.args[0]!r}"
-                if isinstance(exc, KeyError)
-                else (str(exc) or type(exc).__name__)
-            )
-            raise DecodeError(
-                reason, protocol=PROTOCOL, position=message.position, payload=message.value
-            ) from None
 
     def decode_arrow_batch(
         self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
@@ -319,7 +299,7 @@ class DebeziumDecoder(DecoderBase):
         kind = _KINDS.get(op)
         if kind is None:
             raise DecodeError(f"unknown op {op!r}: not c, r, u, d or m")
-        database, table = _string(source, "db"), _string(source, "table")
+        database, table = str_field(source, "db"), str_field(source, "table")
         if self._keep is not None and not self._keep.matches(database, table):
             return
         key_names = self._key_names(message.key)
@@ -393,8 +373,8 @@ class DebeziumDecoder(DecoderBase):
         query = payload["ddl"]
         if not isinstance(query, str):
             raise DecodeError("'ddl' must be a string")
-        database = _string(payload, "databaseName") or _string(source, "db")
-        table = _string(source, "table")
+        database = str_field(payload, "databaseName") or str_field(source, "db")
+        table = str_field(source, "table")
         if self._keep is not None:
             kept = self._keep.matches(database, table) if table else None
             if kept is False or (kept is None and not self._keep.matches_schema(database)):
