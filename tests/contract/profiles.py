@@ -267,8 +267,34 @@ def _debezium_carried(ctype: ColumnType) -> Callable[[Any], Any]:
     return carried(ctype)
 
 
-# Column types come back from TiCDC's tidb_type (the TiDB extension): without it, from the
-# Connect types, which do not say enough for a round trip (tests/test_debezium.py covers it).
+def _debezium_bare_read(ctype: ColumnType) -> tuple[ColumnType, Callable[[Any], Any]]:
+    """The column type and reader a decoder gets from the Connect field TiCDC writes for
+    ``ctype`` without the TiDB extension (no tidb_type)."""
+    from ticdc_spark.codec.debezium.connect import field_schema, read_field
+    from ticdc_spark.model import Column
+
+    column, reader = read_field(field_schema(Column("c", ctype), extension=False))
+    return column.type, reader
+
+
+def _debezium_bare_type(ctype: ColumnType) -> str:
+    return plain_type_desc(_debezium_bare_read(ctype)[0])
+
+
+def _debezium_bare_value(ctype: ColumnType) -> Callable[[Any], Any]:
+    from ticdc_spark.codec.debezium.dialect import DEBEZIUM
+
+    write, read = DEBEZIUM.encoder(ctype), _debezium_bare_read(ctype)[1]
+
+    def view(value: Any) -> Any:
+        wire = None if value is None else write(value)
+        return None if wire is None else read(wire)
+
+    return view
+
+
+# Column types come back from TiCDC's tidb_type (the TiDB extension); without it, as far as
+# the Connect types say (the "default" variant: types and values as the bare schema reads).
 _DBZ_EXTENSION = {"enable-tidb-extension": "true"}
 _DEBEZIUM = Carries(key=True, compiled=False, value_view=_debezium_carried, arrow_batch=True)
 
@@ -276,6 +302,18 @@ DEBEZIUM = Profile(
     "debezium",
     (
         Variant("tidb-extension", _DBZ_EXTENSION, _DEBEZIUM, WHOLE_JSON),
+        Variant(
+            "default",
+            {},
+            Carries(
+                key=True,
+                compiled=False,
+                arrow_batch=True,
+                type_view=_debezium_bare_type,
+                value_view=_debezium_bare_value,
+            ),
+            WHOLE_JSON,
+        ),
         Variant(
             "no-old-value",
             {**_DBZ_EXTENSION, "debezium-output-old-value": "false"},
