@@ -30,6 +30,10 @@ replicated into Delta tables by the streaming pipeline; rows/s from broker to De
 latency from a change's commit (physical time of its TSO) to its micro-batch being applied.
 
     python benchmarks/pipeline_bench.py --messages 300000 [--e2e --e2e-rows 1000000]
+    python benchmarks/pipeline_bench.py --protocol debezium --messages 100000
+
+``--protocol debezium`` runs part 1 on TiCDC's Debezium messages (with their Connect schema)
+instead: Spark's ``from_json`` of the payload beside this project's ``decode()``.
 """
 
 from __future__ import annotations
@@ -59,12 +63,23 @@ def canal_messages(count: int) -> list[bytes]:
     ]
 
 
-def kafka_frame(spark: Any, values: list[bytes]) -> Any:
+def debezium_messages(count: int) -> tuple[list[bytes | None], list[bytes]]:
+    """TiCDC's Debezium messages (the default options: with the Connect schema) of the
+    sysbench-like table: keys and values."""
+    encoder = make_encoder("debezium", {})
+    workload = Workload(seed=3, rows=count, tables=1)
+    messages = [
+        m for e in workload.events() if isinstance(e, RowChange) for m in encoder.encode([e])
+    ]
+    return [m.key for m in messages], [m.value for m in messages if m.value]
+
+
+def kafka_frame(spark: Any, values: list[bytes], keys: list[bytes | None] | None = None) -> Any:
     import pyarrow as pa
 
     table = pa.table(
         {
-            "key": pa.nulls(len(values), pa.binary()),
+            "key": pa.array(keys, pa.binary()) if keys else pa.nulls(len(values), pa.binary()),
             "value": pa.array(values, pa.binary()),
             "topic": pa.array(["bench"] * len(values)),
             "partition": pa.array([i % 2 for i in range(len(values))], pa.int32()),
@@ -241,7 +256,9 @@ def ours_in_python(df: Any) -> Any:
     return decode(df, "canal-json", CANAL, compiled=False)
 
 
-def transfer_floor(df: Any) -> Any:
+def transfer_floor(
+    df: Any, protocol: str = "canal-json", options: dict[str, str] | None = None
+) -> Any:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from ticdc_spark.changelog import arrow_schema
@@ -253,7 +270,7 @@ def transfer_floor(df: Any) -> Any:
         ready = None
         for batch in batches:
             if ready is None:  # decoded once per task: the rest is transfer only
-                ready = next(decode_batches(iter([batch]), "canal-json", CANAL))
+                ready = next(decode_batches(iter([batch]), protocol, options or CANAL))
             n = batch.num_rows
             yield (
                 ready.slice(0, n)
@@ -316,16 +333,89 @@ def decode_stage(spark: Any, count: int, rounds: int) -> None:
     )
 
 
+def native_debezium(df: Any) -> Any:
+    """Spark's own JSON parser on Debezium values: the payload's op, source names and commit
+    ts, before and after images as string maps (numbers keep their JSON text)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    text = T.StringType()
+    image = T.MapType(text, text)
+    source = T.StructType(
+        [
+            T.StructField("db", text),
+            T.StructField("table", text),
+            T.StructField("commit_ts", T.LongType()),
+        ]
+    )
+    payload = T.StructType(
+        [
+            T.StructField("op", text),
+            T.StructField("source", source),
+            T.StructField("before", image),
+            T.StructField("after", image),
+        ]
+    )
+    schema = T.StructType([T.StructField("payload", payload)])
+    m = F.from_json(F.col("value").cast("string"), schema).alias("m")
+    return df.select(m).select(
+        F.col("m.payload.op").alias("op"),
+        F.col("m.payload.source.db").alias("database"),
+        F.col("m.payload.source.table").alias("table"),
+        F.col("m.payload.source.commit_ts").alias("commit_ts"),
+        F.col("m.payload.before").alias("before"),
+        F.col("m.payload.after").alias("after"),
+    )
+
+
+def ours_debezium(df: Any) -> Any:
+    from ticdc_spark.spark.decode import decode
+
+    return decode(df, "debezium", {})
+
+
+def debezium_stage(spark: Any, count: int, rounds: int) -> None:
+    """The decode stage on TiCDC's Debezium messages: Spark's from_json beside decode()."""
+    keys, values = debezium_messages(count)
+    df = kafka_frame(spark, values, keys)
+    df.count()
+    contenders = {
+        "native from_json": native_debezium,
+        "ticdc decode": ours_debezium,
+        "transfer floor": lambda df: transfer_floor(df, "debezium", {}),
+    }
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, build in contenders.items():
+            best[name] = min(best.get(name, float("inf")), timed(build(df)))
+    print(f"\ndecode stage, {len(values):,} Debezium messages, local[2], best of {rounds}")
+    print(f"{'approach':<24} {'seconds':>8} {'msgs/s':>10} {'ticdc is':>9}")
+    for name, seconds in best.items():
+        print(
+            f"{name:<24} {seconds:>8.2f} {len(values) / seconds:>10,.0f} "
+            f"{seconds / best['ticdc decode']:>8.2f}x"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=5)  # best of: noisy machines
+    parser.add_argument(
+        "--protocol",
+        choices=("canal-json", "debezium"),
+        default="canal-json",
+        help="the messages of the decode stage",
+    )
     parser.add_argument("--e2e", action="store_true", help="also run broker -> Delta")
     parser.add_argument("--e2e-rows", type=int, default=1_000_000)
     args = parser.parse_args()
     spark = local_session("pipeline-bench", **{"spark.sql.mapKeyDedupPolicy": "LAST_WIN"})
     spark.sparkContext.setLogLevel("ERROR")
-    decode_stage(spark, args.messages, args.rounds)
+    if args.protocol == "debezium":
+        debezium_stage(spark, args.messages, args.rounds)
+    else:
+        decode_stage(spark, args.messages, args.rounds)
     if args.e2e:
         from e2e_bench import Bench, end_to_end
 

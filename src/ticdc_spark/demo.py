@@ -16,6 +16,8 @@ __all__ = ["DEMO_OPTIONS", "run_demo"]
 DEMO_OPTIONS: dict[str, dict[str, str]] = {
     "canal-json": {"enable-tidb-extension": "true"},
     "open-protocol": {},
+    # (TiCDC's Debezium always sends checkpoints; the extension's tidb_type types the columns)
+    "debezium": {"enable-tidb-extension": "true"},
 }
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 from ticdc_spark.types import ColumnType, Family
 
 __all__ = [
+    "UNKNOWN_COMMIT_TS",
     "Bootstrap",
     "Column",
     "ColumnFlag",
@@ -46,6 +47,12 @@ def physical_ms(ts: int) -> int:
 def compose_ts(physical: int, logical: int = 0) -> int:
     """Build a TSO from milliseconds since the epoch and a logical counter."""
     return (physical << _LOGICAL_BITS) | (logical & ((1 << _LOGICAL_BITS) - 1))
+
+
+# The commit ts of a row whose protocol carries none (genuine Debezium: its source block holds
+# a binlog position, not a TiDB commit ts).  Such rows are ordered by where they were read
+# (topic partition and offset), not by commit ts.
+UNKNOWN_COMMIT_TS = 0
 
 
 def ts_to_datetime(ts: int) -> _dt.datetime:

@@ -260,8 +260,30 @@ def produce_workload(
     producer.close()
     if expected is not None:
         schemas = {name: s for name, s in workload.final_schemas().items() if kept(s)}
-        write_expected(expected, schemas, workload.final_state())
+        write_expected(expected, schemas, _carried_state(protocol, schemas, workload))
     return ProduceResult(producer.sent, rows, ddl, redact(to))
+
+
+def _carried_state(protocol: str, schemas: dict[str, Any], workload: Any) -> Any:
+    """The workload's final state as the protocol carries it (its values that travel lossily,
+    such as Debezium's DECIMAL as a double, as a consumer gets them back)."""
+    from ticdc_spark.codec import get_codec
+
+    state = workload.final_state()
+    view = get_codec(protocol).carried
+    if view is None:
+        return state
+    out = {}
+    for name, rows in state.items():
+        schema = schemas.get(name)
+        if schema is None:
+            continue
+        views = {c.name: view(c.type) for c in schema.columns}
+        out[name] = {
+            key: {col: views[col](v) if col in views else v for col, v in row.items()}
+            for key, row in rows.items()
+        }
+    return out
 
 
 def _kafka_output(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ticdc_spark.codec import Message
 from ticdc_spark.io.capture import read_capture
@@ -35,6 +35,8 @@ class Carries:
     its handle-key columns (marked ``handle_key_only``).  ``key``: messages carry a Kafka key.
     ``arrow_batch``: the decoder's Arrow batch path applies (when the compiled code is built).
     ``compiled``: the codec's value loops run in the compiled module when it is built.
+    ``value_view``: per column type, the canonical value a decoder gets back for a sent one
+    (None: every value comes back as sent; Debezium's DECIMAL travels as a double).
     """
 
     commit_ts: Literal["exact", "physical-ms"] = "exact"
@@ -46,6 +48,7 @@ class Carries:
     key: bool = False
     arrow_batch: bool = False
     compiled: bool = True
+    value_view: Callable[[ColumnType], Callable[[Any], Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -247,7 +250,87 @@ CANAL_JSON = Profile(
     ),
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON)}
+
+def _debezium_golden(golden_dir: Path) -> list[Message]:
+    """The genuine Debezium 2.4 MySQL connector's message for TiCDC's all-types row."""
+    base = golden_dir / "debezium"
+    key = (base / "datatype.dbz.key.json").read_bytes()
+    value = (base / "datatype.dbz.json").read_bytes()
+    return [Message(key, value, topic="golden", partition=0, offset=0)]
+
+
+def _debezium_carried(ctype: ColumnType) -> Callable[[Any], Any]:
+    from ticdc_spark.codec import get_codec
+
+    carried = get_codec("debezium").carried
+    assert carried is not None
+    return carried(ctype)
+
+
+def _debezium_bare_read(ctype: ColumnType) -> tuple[ColumnType, Callable[[Any], Any]]:
+    """The column type and reader a decoder gets from the Connect field TiCDC writes for
+    ``ctype`` without the TiDB extension (no tidb_type)."""
+    from ticdc_spark.codec.debezium.connect import field_schema, read_field
+    from ticdc_spark.model import Column
+
+    column, reader = read_field(field_schema(Column("c", ctype), extension=False))
+    return column.type, reader
+
+
+def _debezium_bare_type(ctype: ColumnType) -> str:
+    return plain_type_desc(_debezium_bare_read(ctype)[0])
+
+
+def _debezium_bare_value(ctype: ColumnType) -> Callable[[Any], Any]:
+    from ticdc_spark.codec.debezium.dialect import DEBEZIUM
+
+    write, read = DEBEZIUM.encoder(ctype), _debezium_bare_read(ctype)[1]
+
+    def view(value: Any) -> Any:
+        wire = None if value is None else write(value)
+        return None if wire is None else read(wire)
+
+    return view
+
+
+# Column types come back from TiCDC's tidb_type (the TiDB extension); without it, as far as
+# the Connect types say (the "default" variant: types and values as the bare schema reads).
+_DBZ_EXTENSION = {"enable-tidb-extension": "true"}
+_DEBEZIUM = Carries(key=True, compiled=False, value_view=_debezium_carried, arrow_batch=True)
+
+DEBEZIUM = Profile(
+    "debezium",
+    (
+        Variant("tidb-extension", _DBZ_EXTENSION, _DEBEZIUM, WHOLE_JSON),
+        Variant(
+            "default",
+            {},
+            Carries(
+                key=True,
+                compiled=False,
+                arrow_batch=True,
+                type_view=_debezium_bare_type,
+                value_view=_debezium_bare_value,
+            ),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "no-old-value",
+            {**_DBZ_EXTENSION, "debezium-output-old-value": "false"},
+            Carries(key=True, compiled=False, value_view=_debezium_carried, update_as_insert="all"),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "lz4",
+            {**_DBZ_EXTENSION, "large-message-handle-compression": "lz4"},
+            Carries(key=True, compiled=False, value_view=_debezium_carried),
+            WHOLE_JSON,
+        ),
+    ),
+    (Golden("datatype", _debezium_golden, {}, {"RowChange": 1}),),
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON, DEBEZIUM)}
 
 
 def variants() -> list[tuple[str, Variant]]:

@@ -30,6 +30,9 @@ class CodecSpec:
     encoder: Callable[[Any], Encoder]
     decoder: Callable[[Any], Decoder]
     aliases: tuple[str, ...] = ()
+    # per column type, the canonical value a decoder gets back for a sent one, for protocols
+    # that carry some values lossily (Debezium's DECIMAL as a double); None: every value
+    carried: Callable[[Any], Callable[[Any], Any]] | None = None
 
     def parse_options(self, values: Mapping[str, Any] | None) -> Any:
         return parse_options(self.options, values)
@@ -37,7 +40,11 @@ class CodecSpec:
 
 _CATALOG: dict[str, CodecSpec] = {}
 # Protocol modules register themselves on import; these are imported on first lookup.
-_BUILTIN_MODULES = ("ticdc_spark.codec.open_protocol", "ticdc_spark.codec.canal_json")
+_BUILTIN_MODULES = (
+    "ticdc_spark.codec.open_protocol",
+    "ticdc_spark.codec.canal_json",
+    "ticdc_spark.codec.debezium",
+)
 
 
 def register(spec: CodecSpec) -> CodecSpec:

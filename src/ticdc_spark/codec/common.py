@@ -25,6 +25,7 @@ __all__ = [
     "handle_key_image",
     "loads",
     "row_encode_error",
+    "str_field",
 ]
 
 K = TypeVar("K")
@@ -69,6 +70,16 @@ def loads(data: bytes | str, what: str = "message") -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise DecodeError(f"{what} is not valid JSON: {exc}", payload=data) from None
+
+
+def str_field(obj: dict[str, Any], name: str) -> str:
+    """A message's string field (``""`` when absent or null)."""
+    value = obj.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DecodeError(f"'{name}' must be a string")
+    return value
 
 
 def require_dict(value: Any, what: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ticdc_spark.codec.common import str_field
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import RowKind, compose_ts
 
@@ -11,16 +12,6 @@ __all__ = ["NO_TIDB", "ROW_KINDS", "commit_ts", "data_and_old", "int_field", "st
 
 ROW_KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
 NO_TIDB: dict[str, Any] = {}  # the _tidb of a message without the extension (never mutated)
-
-
-def str_field(obj: dict[str, Any], name: str) -> str:
-    """A message's string field (``""`` when absent or null)."""
-    value = obj.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise DecodeError(f"'{name}' must be a string")
-    return value
 
 
 def int_field(value: Any, what: str) -> int:
