@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import binascii
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ __all__ = [
     "decoding",
     "handle_key_image",
     "loads",
+    "now_ms",
     "row_encode_error",
     "str_field",
 ]
@@ -44,6 +46,11 @@ INPUT_ERRORS = (
     orjson.JSONDecodeError,
     RecursionError,
 )
+
+
+def now_ms() -> int:
+    """The wall clock in ms: the encoders' default clock (``ts``/``es``/``ts_ms`` fields)."""
+    return time.time_ns() // 1_000_000
 
 
 @contextmanager
