@@ -1,0 +1,121 @@
+"""The Simple consumer's state: table schemas by version, and the rows waiting for one.
+
+A Simple DML message names its table's schema version but carries no schema: the consumer
+looks the schema up by ``(database, table, schemaVersion)`` among those that BOOTSTRAP and
+DDL messages brought (a DDL brings two: ``tableSchema`` and ``preTableSchema``).  A consumer
+that joins mid-stream meets rows before any schema of their table; those rows are held,
+never dropped, until a message brings the schema (TiCDC sends BOOTSTRAP periodically for
+that).  What is held is bounded by a count and by bytes: past either bound the consumer stops
+with an error naming the table, the version it waits for and the options that raise the
+bounds, rather than grow without limit.
+
+Both are plain data (no codec objects inside), so a pipeline can keep them in its
+checkpointed state.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ticdc_spark.errors import ConfigError
+
+__all__ = ["HeldRows", "SchemaKey", "SchemaMemo"]
+
+SchemaKey = tuple[str, str, int]  # (database, table, schema version)
+T = TypeVar("T")
+V = TypeVar("V")
+
+
+class SchemaMemo(Generic[V]):
+    """Values (schemas, or what a decoder builds from them) by (database, table, version).
+
+    Bounded by ``size`` entries, least recently used out first: a table's versions are few,
+    and a schema that falls out comes back with the next BOOTSTRAP.
+    """
+
+    def __init__(self, size: int = 16384) -> None:
+        self.size = size
+        self._entries: OrderedDict[SchemaKey, V] = OrderedDict()
+
+    def get(self, key: SchemaKey) -> V | None:
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def put(self, key: SchemaKey, value: V) -> None:
+        self._entries[key] = value
+        self._entries.move_to_end(key)
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def items(self) -> list[tuple[SchemaKey, V]]:
+        return list(self._entries.items())
+
+
+@dataclass(slots=True)
+class HeldRows(Generic[T]):
+    """Rows waiting for their schema, in arrival order per schema key, bounded.
+
+    ``add`` raises :class:`~ticdc_spark.errors.ConfigError` when one more row would pass
+    ``max_rows`` or ``max_bytes``; ``release`` hands back (in arrival order) the rows a
+    schema just brought.
+    """
+
+    max_rows: int
+    max_bytes: int
+    protocol: str = "simple"
+    _rows: dict[SchemaKey, list[tuple[T, int]]] = field(default_factory=dict)
+    count: int = 0
+    bytes: int = 0
+
+    def add(self, key: SchemaKey, row: T, size: int) -> None:
+        if self.count + 1 > self.max_rows or self.bytes + size > self.max_bytes:
+            raise ConfigError(self._overflow(key, size))
+        self._rows.setdefault(key, []).append((row, size))
+        self.count += 1
+        self.bytes += size
+
+    def release(self, key: SchemaKey) -> list[T]:
+        rows = self._rows.pop(key, None)
+        if not rows:
+            return []
+        self.count -= len(rows)
+        self.bytes -= sum(size for _, size in rows)
+        return [row for row, _ in rows]
+
+    def waiting(self) -> list[tuple[SchemaKey, int]]:
+        """(schema key, rows held) for every schema still awaited."""
+        return [(key, len(rows)) for key, rows in self._rows.items()]
+
+    def __len__(self) -> int:
+        return self.count
+
+    def _overflow(self, key: SchemaKey, size: int) -> str:
+        database, table, version = key
+        return (
+            f"{self.protocol}: holding {self.count} rows ({self.bytes} bytes) that wait for "
+            f"their table schema; one more row of {database}.{table} (schema version "
+            f"{version}, {size} bytes) would pass max-held-rows={self.max_rows} or "
+            f"max-held-bytes={self.max_bytes}.  No BOOTSTRAP or DDL message has brought "
+            f"{database}.{table} version {version} yet: raise the bounds (--option "
+            "max-held-rows=N / max-held-bytes=N), or check that the producer sends bootstrap "
+            "messages (send-bootstrap-interval-in-sec, send-bootstrap-in-msg-count)"
+        )
+
+
+def describe_waiting(waiting: list[tuple[SchemaKey, int]]) -> str:
+    """Held rows in words, for an end-of-input report."""
+    return "; ".join(f"{n} row(s) of {d}.{t} await schema version {v}" for (d, t, v), n in waiting)
+
+
+def schema_key(database: Any, table: Any, version: Any) -> SchemaKey:
+    return (database, table, version)

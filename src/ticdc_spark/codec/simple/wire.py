@@ -1,0 +1,355 @@
+"""The Simple protocol's message layout: message kinds, DDL kinds, and table schemas.
+
+A message is handled here as the JSON object TiCDC writes (``pkg/sink/codec/simple``'s
+``message`` struct), members in its order: ``version``, ``database``, ``table``,
+``tableID``, ``type``, ``sql``, ``commitTs``, ``buildTs``, ``schemaVersion``,
+``claimCheckLocation``, ``handleKeyOnly``, ``checksum``, ``data``, ``old``, ``tableSchema``,
+``preTableSchema``; all but ``version``, ``type``, ``commitTs`` and ``buildTs`` left out
+when empty.  The Avro encoding (:mod:`.avro`) converts to and from the same object.
+
+A table schema is ``{"schema","table","tableID","version","columns","indexes"}`` in JSON and
+the ``TableSchema`` record (``database`` for ``schema``; optional data type members as
+unions) in Avro; :func:`schema_to_json` / :func:`schema_to_avro` write a
+:class:`~ticdc_spark.model.TableSchema` in either, :func:`schema_from_wire` reads both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ticdc_spark.ddl import classify
+from ticdc_spark.errors import DecodeError
+from ticdc_spark.model import Column, DDLType, Index, TableSchema
+from ticdc_spark.types import ColumnType, Family
+
+__all__ = [
+    "BOOTSTRAP",
+    "DDL_KINDS",
+    "DML_KINDS",
+    "VERSION",
+    "WATERMARK",
+    "ddl_kind",
+    "ddl_type_of",
+    "schema_from_wire",
+    "schema_to_avro",
+    "schema_to_json",
+]
+
+VERSION = 1
+WATERMARK, BOOTSTRAP = "WATERMARK", "BOOTSTRAP"
+DML_KINDS = ("INSERT", "UPDATE", "DELETE")
+DDL_KINDS = ("CREATE", "ALTER", "ERASE", "RENAME", "TRUNCATE", "CINDEX", "DINDEX", "QUERY")
+
+# TiDB's action types by the Simple DDL kind TiCDC writes for them (getDDLType); QUERY for
+# every other action.
+_KIND_ACTIONS: dict[str, tuple[DDLType, ...]] = {
+    "CREATE": (DDLType.CREATE_TABLE,),
+    "RENAME": (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES),
+    "CINDEX": (DDLType.ADD_INDEX, DDLType.ADD_FOREIGN_KEY, DDLType.ADD_PRIMARY_KEY),
+    "DINDEX": (DDLType.DROP_INDEX, DDLType.DROP_FOREIGN_KEY, DDLType.DROP_PRIMARY_KEY),
+    "ERASE": (DDLType.DROP_TABLE,),
+    "TRUNCATE": (DDLType.TRUNCATE_TABLE,),
+    "ALTER": (
+        DDLType.ADD_COLUMN,
+        DDLType.DROP_COLUMN,
+        DDLType.MODIFY_COLUMN,
+        DDLType.REBASE_AUTO_ID,
+        DDLType.SET_DEFAULT_VALUE,
+        DDLType.MODIFY_TABLE_COMMENT,
+        DDLType.RENAME_INDEX,
+        DDLType.ADD_TABLE_PARTITION,
+        DDLType.DROP_TABLE_PARTITION,
+        DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE,
+        DDLType.TRUNCATE_TABLE_PARTITION,
+        DDLType.ALTER_INDEX_VISIBILITY,
+        DDLType.ACTION_MULTI_SCHEMA_CHANGE,
+        DDLType.REORGANIZE_PARTITION,
+        DDLType.ALTER_TABLE_PARTITIONING,
+        DDLType.REMOVE_PARTITIONING,
+    ),
+}
+_KIND_OF_ACTION = {action: kind for kind, actions in _KIND_ACTIONS.items() for action in actions}
+
+
+def ddl_kind(ddl_type: DDLType) -> str:
+    """The Simple DDL kind TiCDC writes for a TiDB action."""
+    return _KIND_OF_ACTION.get(ddl_type, "QUERY")
+
+
+def ddl_type_of(kind: str, sql: str) -> DDLType:
+    """The TiDB action of a DDL message: the statement's, when it agrees with the kind sent
+    (the kind alone is coarser), else the kind's first action (NONE for QUERY)."""
+    action = classify(sql)
+    if ddl_kind(action) == kind:
+        return action
+    actions = _KIND_ACTIONS.get(kind)
+    return actions[0] if actions else DDLType.NONE
+
+
+# --------------------------------------------------------------------------------------------
+# Table schemas.
+
+_TEXT_CHARSET = ("utf8mb4", "utf8mb4_bin")
+_BINARY_CHARSET = ("binary", "binary")
+_TEXT_FAMILIES = frozenset((Family.STRING, Family.ENUM, Family.SET))
+# TiDB's flen of types declared without one (unsigned integers are one narrower).
+_DEFAULT_FLEN = {
+    "tinyint": 4,
+    "smallint": 6,
+    "mediumint": 9,
+    "int": 11,
+    "bigint": 20,
+    "float": 12,
+    "double": 22,
+    "decimal": 10,
+    "date": 10,
+    "datetime": 19,
+    "timestamp": 19,
+    "time": 10,
+    "year": 4,
+    "bit": 1,
+    "char": 1,
+    "binary": 1,
+    "tinytext": 255,
+    "tinyblob": 255,
+    "text": 65535,
+    "blob": 65535,
+    "mediumtext": 16777215,
+    "mediumblob": 16777215,
+    "longtext": 4294967295,
+    "longblob": 4294967295,
+    "json": 4294967295,
+}
+_NARROWER_UNSIGNED = frozenset(("tinyint", "smallint", "mediumint", "int"))
+# Types whose Avro data type carries unsigned/zerofill (TiCDC's newTableSchemaMap).
+_AVRO_SIGNED_TYPES = frozenset(
+    ("tinyint", "smallint", "mediumint", "int", "bigint", "float", "double", "bit", "year")
+)
+
+
+def _charset(ctype: ColumnType) -> tuple[str, str]:
+    default = _TEXT_CHARSET if ctype.family in _TEXT_FAMILIES else _BINARY_CHARSET
+    return ctype.charset or default[0], ctype.collation or default[1]
+
+
+def _flen(ctype: ColumnType) -> int:
+    if ctype.length is not None:
+        return ctype.length
+    flen = _DEFAULT_FLEN.get(ctype.name, 0)
+    if ctype.unsigned and ctype.name in _NARROWER_UNSIGNED:
+        flen -= 1
+    if ctype.name in ("datetime", "timestamp", "time") and ctype.decimal:
+        flen += ctype.decimal + 1
+    return flen
+
+
+def _scale(ctype: ColumnType) -> int:
+    """The ``decimal`` TiCDC writes: never for FLOAT/DOUBLE (TiDB's -1)."""
+    if ctype.family in (Family.FLOAT, Family.DOUBLE):
+        return 0
+    return ctype.decimal or 0
+
+
+def _data_type_json(ctype: ColumnType) -> dict[str, Any]:
+    charset, collate = _charset(ctype)
+    out: dict[str, Any] = {"mysqlType": ctype.name, "charset": charset, "collate": collate}
+    flen, scale = _flen(ctype), _scale(ctype)
+    if flen:
+        out["length"] = flen
+    if scale:
+        out["decimal"] = scale
+    if ctype.elements:
+        out["elements"] = list(ctype.elements)
+    if ctype.unsigned:
+        out["unsigned"] = True
+    if ctype.zerofill:
+        out["zerofill"] = True
+    return out
+
+
+def _data_type_avro(ctype: ColumnType) -> dict[str, Any]:
+    charset, collate = _charset(ctype)
+    name = ctype.name
+    numeric = name in _AVRO_SIGNED_TYPES or name == "decimal"
+    return {
+        "mysqlType": name,
+        "charset": charset,
+        "collate": collate,
+        "length": _flen(ctype),
+        "decimal": (ctype.decimal or 0) if name == "decimal" else None,
+        "elements": list(ctype.elements) if name in ("enum", "set") else None,
+        "unsigned": ctype.unsigned if numeric else None,
+        "zerofill": ctype.zerofill if numeric else None,
+    }
+
+
+def _default_text(column: Column) -> str | None:
+    return None if column.default is None else str(column.default)
+
+
+def _indexes(schema: TableSchema) -> list[dict[str, Any]]:
+    """The indexes, each nullable when any of its columns is; a primary key known only from
+    column flags is added as ``primary`` (as TiCDC does)."""
+    out = []
+    for index in schema.indexes:
+        nullable = any(
+            (column := schema.get(name)) is not None and column.nullable for name in index.columns
+        )
+        out.append(
+            {
+                "name": index.name,
+                "unique": index.unique or index.primary,
+                "primary": index.primary,
+                "nullable": nullable,
+                "columns": list(index.columns),
+            }
+        )
+    if not any(index.primary for index in schema.indexes) and schema.primary_key:
+        out.append(
+            {
+                "name": "primary",
+                "unique": True,
+                "primary": True,
+                "nullable": False,
+                "columns": list(schema.primary_key),
+            }
+        )
+    return out
+
+
+def schema_to_json(schema: TableSchema) -> dict[str, Any]:
+    """A table schema as the JSON encoding's ``tableSchema`` object."""
+    return {
+        "schema": schema.database,
+        "table": schema.table,
+        "tableID": schema.table_id,
+        "version": schema.version,
+        "columns": [
+            {
+                "name": c.name,
+                "dataType": _data_type_json(c.type),
+                "nullable": c.nullable,
+                "default": _default_text(c),
+            }
+            for c in schema.columns
+        ],
+        "indexes": _indexes(schema),
+    }
+
+
+def schema_to_avro(schema: TableSchema) -> dict[str, Any]:
+    """A table schema as the Avro ``TableSchema`` record."""
+    return {
+        "database": schema.database,
+        "table": schema.table,
+        "tableID": schema.table_id,
+        "version": schema.version,
+        "columns": [
+            {
+                "name": c.name,
+                "dataType": _data_type_avro(c.type),
+                "nullable": c.nullable,
+                "default": _default_text(c),
+            }
+            for c in schema.columns
+        ],
+        "indexes": _indexes(schema),
+    }
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def _field(obj: dict[str, Any], name: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = obj.get(name)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise DecodeError(f"{what} needs {name!r} of type {_kind_name(kind)}, got {value!r}")
+    return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def _optional(obj: dict[str, Any], name: str, kind: type, default: Any) -> Any:
+    value = obj.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise DecodeError(f"data type member {name!r} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _column_type(raw: dict[str, Any]) -> ColumnType:
+    name = _field(raw, "mysqlType", str, "a data type").lower()
+    elements = _optional(raw, "elements", list, [])
+    if not all(isinstance(e, str) for e in elements):
+        raise DecodeError("data type elements must be strings")
+    scale = _optional(raw, "decimal", int, None)
+    family = ColumnType(name).family
+    if scale is None and family in (Family.DECIMAL, Family.DATETIME, Family.TIME):
+        scale = 0  # (left out when 0)
+    length = _optional(raw, "length", int, None)
+    return ColumnType(
+        name,
+        unsigned=bool(_optional(raw, "unsigned", bool, False)),
+        zerofill=bool(_optional(raw, "zerofill", bool, False)),
+        length=length if length else None,
+        decimal=scale,
+        elements=tuple(elements),
+        charset=_optional(raw, "charset", str, None),
+        collation=_optional(raw, "collate", str, None),
+    )
+
+
+def _column(raw: Any) -> Column:
+    if not isinstance(raw, dict):
+        raise DecodeError("a tableSchema column must be an object")
+    data_type = _field(raw, "dataType", dict, "a column")
+    default = raw.get("default")
+    if default is not None and not isinstance(default, str | int | float):
+        raise DecodeError(f"column default must be a string, got {default!r}")
+    return Column(
+        _field(raw, "name", str, "a column"),
+        _column_type(data_type),
+        nullable=bool(_field(raw, "nullable", bool, "a column")),
+        default=None if default is None else str(default),
+    )
+
+
+def _index(raw: Any) -> Index:
+    if not isinstance(raw, dict):
+        raise DecodeError("a tableSchema index must be an object")
+    columns = raw.get("columns") or []
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise DecodeError("index columns must be a list of names")
+    return Index(
+        _field(raw, "name", str, "an index"),
+        tuple(columns),
+        primary=bool(_field(raw, "primary", bool, "an index")),
+        unique=bool(_field(raw, "unique", bool, "an index")),
+        nullable=bool(_field(raw, "nullable", bool, "an index")),
+    )
+
+
+def schema_from_wire(raw: Any, what: str = "tableSchema") -> TableSchema:
+    """A ``tableSchema`` (JSON object or Avro record) as a TableSchema with TiCDC's flags."""
+    if not isinstance(raw, dict):
+        raise DecodeError(f"{what} must be an object, got {type(raw).__name__}")
+    database = raw.get("schema", raw.get("database"))
+    if not isinstance(database, str):
+        raise DecodeError(f"{what} needs 'schema' (the database name)")
+    columns = raw.get("columns") or []
+    indexes = raw.get("indexes") or []
+    if not isinstance(columns, list) or not isinstance(indexes, list):
+        raise DecodeError(f"{what} columns and indexes must be lists")
+    schema = TableSchema(
+        database,
+        _field(raw, "table", str, what),
+        tuple(_column(c) for c in columns),
+        tuple(_index(i) for i in indexes),
+        table_id=_field(raw, "tableID", int, what),
+        version=_field(raw, "version", int, what),
+    )
+    return schema.with_derived_flags()
