@@ -247,7 +247,36 @@ CANAL_JSON = Profile(
     ),
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON)}
+_AVRO = {"encoding-format": "avro"}
+
+
+def _no_json(part: str, data: bytes) -> list[bytes] | None:
+    return None
+
+
+RAW_AVRO = Framing(_no_json, _join_whole)
+
+SIMPLE = Profile(
+    "simple",
+    (
+        Variant("json", {}, Carries(compiled=False), WHOLE_JSON),
+        Variant("avro", _AVRO, Carries(compiled=False), RAW_AVRO),
+        Variant(
+            "json-large-handle-key-only",
+            {"large-message-handle-option": "handle-key-only", "max-message-bytes": "3000"},
+            Carries(compiled=False, large_key_only=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "avro-snappy",
+            {**_AVRO, "large-message-handle-compression": "snappy"},
+            Carries(compiled=False),
+            RAW_AVRO,
+        ),
+    ),
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON, SIMPLE)}
 
 
 def variants() -> list[tuple[str, Variant]]:

@@ -171,8 +171,8 @@ class SimpleDecoder(DecoderBase):
             return None
         key = (schema.database, schema.table, schema.version)
         known = self.memo.get(key)
-        if known is not None:
-            return known.schema
+        if known is not None and known.schema == schema:
+            return known.schema  # (the same schema again: its readers are kept)
         self.memo.put(key, _readers(schema, self._values, not self._avro))
         return schema
 

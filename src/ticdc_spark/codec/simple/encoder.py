@@ -76,11 +76,17 @@ class BootstrapCadence:
         if table is None or now - table.last_row_ms > self.idle_ms:
             self._tables[slot] = _TableCadence(row.schema, now, now, 1)
             return row.schema
-        table.schema = row.schema
         table.last_row_ms = now
-        due = self._due(table, now)
+        changed = table.schema is not row.schema and table.schema != row.schema
+        table.schema = row.schema
+        due = self._due(table, now, changed)
         table.rows += 1
         return row.schema if due else None
+
+    def sent(self, schema: TableSchema, now: int) -> None:
+        """A bootstrap of ``schema`` was sent on request (a Bootstrap event): the cadence of
+        its table starts over from it."""
+        self._tables[(schema.database, schema.table)] = _TableCadence(schema, now, now)
 
     def due(self, now: int) -> list[TableSchema]:
         """Schemas of the active tables due a periodic bootstrap (idle ones are forgotten)."""
@@ -92,8 +98,12 @@ class BootstrapCadence:
                 out.append(table.schema)
         return out
 
-    def _due(self, table: _TableCadence, now: int) -> bool:
-        if now - table.sent_ms >= self.interval_ms or table.rows >= self.every_rows:
+    def _due(self, table: _TableCadence, now: int, changed: bool = False) -> bool:
+        """Due: the interval or the row count reached, or (``changed``) the table's schema
+        changed under the same version (TiCDC bumps the version; events built by hand or
+        read from another protocol may not, and a consumer must not read the rows with the
+        old one)."""
+        if changed or now - table.sent_ms >= self.interval_ms or table.rows >= self.every_rows:
             table.sent_ms, table.rows = now, 0
             return True
         return False
@@ -156,7 +166,10 @@ class SimpleEncoder:
                     out.extend(self._bootstrap_message(s, now) for s in self._cadence.due(now))
                 out.append(self._watermark_message(event.ts))
             elif isinstance(event, Bootstrap):
-                out.append(self._bootstrap_message(event.schema, self.clock()))
+                now = self.clock()
+                if self._cadence is not None:
+                    self._cadence.sent(event.schema, now)
+                out.append(self._bootstrap_message(event.schema, now))
             else:
                 raise EncodeError(f"cannot encode {type(event).__name__} in {PROTOCOL}")
         return out

@@ -92,35 +92,6 @@ def ddl_type_of(kind: str, sql: str) -> DDLType:
 _TEXT_CHARSET = ("utf8mb4", "utf8mb4_bin")
 _BINARY_CHARSET = ("binary", "binary")
 _TEXT_FAMILIES = frozenset((Family.STRING, Family.ENUM, Family.SET))
-# TiDB's flen of types declared without one (unsigned integers are one narrower).
-_DEFAULT_FLEN = {
-    "tinyint": 4,
-    "smallint": 6,
-    "mediumint": 9,
-    "int": 11,
-    "bigint": 20,
-    "float": 12,
-    "double": 22,
-    "decimal": 10,
-    "date": 10,
-    "datetime": 19,
-    "timestamp": 19,
-    "time": 10,
-    "year": 4,
-    "bit": 1,
-    "char": 1,
-    "binary": 1,
-    "tinytext": 255,
-    "tinyblob": 255,
-    "text": 65535,
-    "blob": 65535,
-    "mediumtext": 16777215,
-    "mediumblob": 16777215,
-    "longtext": 4294967295,
-    "longblob": 4294967295,
-    "json": 4294967295,
-}
-_NARROWER_UNSIGNED = frozenset(("tinyint", "smallint", "mediumint", "int"))
 # Types whose Avro data type carries unsigned/zerofill (TiCDC's newTableSchemaMap).
 _AVRO_SIGNED_TYPES = frozenset(
     ("tinyint", "smallint", "mediumint", "int", "bigint", "float", "double", "bit", "year")
@@ -133,14 +104,9 @@ def _charset(ctype: ColumnType) -> tuple[str, str]:
 
 
 def _flen(ctype: ColumnType) -> int:
-    if ctype.length is not None:
-        return ctype.length
-    flen = _DEFAULT_FLEN.get(ctype.name, 0)
-    if ctype.unsigned and ctype.name in _NARROWER_UNSIGNED:
-        flen -= 1
-    if ctype.name in ("datetime", "timestamp", "time") and ctype.decimal:
-        flen += ctype.decimal + 1
-    return flen
+    """The column's flen; 0 (left out) when the schema does not know it: TiDB's defaults
+    depend on more than the type (a DECIMAL's precision), so none is made up."""
+    return ctype.length or 0
 
 
 def _scale(ctype: ColumnType) -> int:
