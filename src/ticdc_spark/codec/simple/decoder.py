@@ -116,14 +116,18 @@ class SimpleDecoder(DecoderBase):
             obj = self._parse(self._large.decompress(message.value or b""))
             kind = obj.get("type")
             if kind in _KINDS:
-                self._dml(obj, sink, where, message)
-                return
-            event = self._event(obj, kind)
+                waits = self._dml(obj, sink, where, message)
+            else:
+                event = self._event(obj, kind)
+        if kind in _KINDS:
+            if waits is not None:  # (outside `decoding`: the bound's error is no DecodeError)
+                key, full = waits  # (full: the message a claim-check pointer named)
+                self.held.add(key, _Held(full, where, message.position), message.size)
+            return
         if event is None:
             return
         sink.add_events([event], *where[:3])
-        for key in _schema_keys(event):
-            self._release(key, sink)
+        self._release(_schema_keys(event), sink)
 
     # parsing ------------------------------------------------------------------------------
 
@@ -189,20 +193,23 @@ class SimpleDecoder(DecoderBase):
 
     # rows ---------------------------------------------------------------------------------
 
-    def _dml(self, obj: dict[str, Any], sink: RowSink, where: Position, message: Message) -> None:
+    def _dml(
+        self, obj: dict[str, Any], sink: RowSink, where: Position, message: Message
+    ) -> tuple[SchemaKey, dict[str, Any]] | None:
+        """Emit a row, or return the schema key it must wait for (and the full message)."""
         location = obj.get("claimCheckLocation")
         if location is not None:
             obj = self._claim_checked(location)
         database, table = _name(obj, "database"), _name(obj, "table")
         if self._keep is not None and not self._keep.matches(database, table):
-            return
+            return None
         key = (database, table, _ts(obj, "schemaVersion", 0))
         readers = self.memo.get(key)
         if readers is None:
             _check_images(obj)
-            self.held.add(key, _Held(obj, where, message.position), message.size)
-            return
+            return key, obj
         self._emit(obj, readers, sink, where)
+        return None
 
     def _claim_checked(self, location: Any) -> dict[str, Any]:
         if not isinstance(location, str):
@@ -213,12 +220,13 @@ class SimpleDecoder(DecoderBase):
             raise DecodeError("a claim-check file must hold one full DML message")
         return obj
 
-    def _release(self, key: SchemaKey, sink: RowSink) -> None:
-        """Emit the rows held for a schema that just arrived, each at its own position."""
-        readers = self.memo.get(key)
-        if readers is None:
-            return
-        for held in self.held.release(key):
+    def _release(self, keys: list[SchemaKey], sink: RowSink) -> None:
+        """Emit the rows held for schemas that just arrived, in the order they arrived, each
+        at its own position."""
+        for held in self.held.release(keys):
+            key = (held.obj["database"], held.obj["table"], held.obj.get("schemaVersion", 0))
+            readers = self.memo.get(key)
+            assert readers is not None  # (released for a schema just memoed)
             try:
                 self._emit(held.obj, readers, sink, held.where)
             except DecodeError as exc:

@@ -73,24 +73,25 @@ class HeldRows(Generic[T]):
     max_rows: int
     max_bytes: int
     protocol: str = "simple"
-    _rows: dict[SchemaKey, list[tuple[T, int]]] = field(default_factory=dict)
+    _rows: dict[SchemaKey, list[tuple[int, T, int]]] = field(default_factory=dict)
     count: int = 0
     bytes: int = 0
+    _arrivals: int = 0
 
     def add(self, key: SchemaKey, row: T, size: int) -> None:
         if self.count + 1 > self.max_rows or self.bytes + size > self.max_bytes:
             raise ConfigError(self._overflow(key, size))
-        self._rows.setdefault(key, []).append((row, size))
+        self._arrivals += 1
+        self._rows.setdefault(key, []).append((self._arrivals, row, size))
         self.count += 1
         self.bytes += size
 
-    def release(self, key: SchemaKey) -> list[T]:
-        rows = self._rows.pop(key, None)
-        if not rows:
-            return []
+    def release(self, keys: list[SchemaKey]) -> list[T]:
+        """The rows held for any of ``keys``, in the order they arrived."""
+        rows = [held for key in keys for held in self._rows.pop(key, ())]
         self.count -= len(rows)
-        self.bytes -= sum(size for _, size in rows)
-        return [row for row, _ in rows]
+        self.bytes -= sum(size for _, _, size in rows)
+        return [row for _, row, _ in sorted(rows, key=lambda held: held[0])]
 
     def waiting(self) -> list[tuple[SchemaKey, int]]:
         """(schema key, rows held) for every schema still awaited."""
