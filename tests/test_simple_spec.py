@@ -299,9 +299,13 @@ def test_the_planned_avro_dml_writer_writes_what_fastavro_writes(
     head: dict[str, Any] = encoder._dml_head(row, build, False, None)  # type: ignore[attr-defined]
 
     def native(image: dict[str, Any] | None) -> Any:
-        if image is None or row.kind is RowKind.INSERT and image is row.before:
+        if image is None or (row.kind is RowKind.INSERT and image is row.before):
             return None
-        return {name: None if image[name] is None else enc(image[name]) for _, name, enc in plan.avro if name in image}
+        return {
+            name: None if image[name] is None else enc(image[name])
+            for _, name, enc in plan.avro
+            if name in image
+        }
 
     payload = {**head, "claimCheckLocation": None, "handleKeyOnly": None}
     payload["checksum"] = head.get("checksum")
@@ -309,6 +313,11 @@ def test_the_planned_avro_dml_writer_writes_what_fastavro_writes(
     payload["old"] = None if row.kind is RowKind.INSERT else native(row.before)
     expected = io.BytesIO()
     fastavro.schemaless_writer(
-        expected, avro.SCHEMA, ("com.pingcap.simple.avro.Message", {"type": "DML", "payload": ("com.pingcap.simple.avro.DML", payload)})
+        expected,
+        avro.SCHEMA,
+        (
+            "com.pingcap.simple.avro.Message",
+            {"type": "DML", "payload": ("com.pingcap.simple.avro.DML", payload)},
+        ),
     )
     assert message.value == expected.getvalue()

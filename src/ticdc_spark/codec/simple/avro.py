@@ -146,8 +146,8 @@ def write_message(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 # Errors fastavro raises on bytes that are not a message of the schema.
-_READ_ERRORS = (EOFError, ValueError, IndexError, KeyError, TypeError, UnicodeDecodeError)
-_READ_ERRORS += (OverflowError, struct.error, MemoryError)
+_READ_ERRORS: tuple[type[BaseException], ...] = (EOFError, ValueError, IndexError, KeyError)
+_READ_ERRORS += (TypeError, UnicodeDecodeError, OverflowError, struct.error, MemoryError)
 
 
 def read_message(data: bytes) -> dict[str, Any]:

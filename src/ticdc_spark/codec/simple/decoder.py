@@ -27,7 +27,6 @@ from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
 from ticdc_spark.codec.simple.wire import (
     BOOTSTRAP,
     DDL_KINDS,
-    DML_KINDS,
     WATERMARK,
     ddl_type_of,
     schema_from_wire,
@@ -238,9 +237,7 @@ class SimpleDecoder(DecoderBase):
                     position=held.position,
                 ) from None
 
-    def _emit(
-        self, obj: dict[str, Any], readers: _Readers, sink: RowSink, where: Position
-    ) -> None:
+    def _emit(self, obj: dict[str, Any], readers: _Readers, sink: RowSink, where: Position) -> None:
         kind = _KINDS[obj["type"]]
         text = sink.text
         data, old = obj.get("data"), obj.get("old")
