@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contract.profiles import simple_spec_examples
 from strategies import row_changes
 from ticdc_spark.codec import Message, Route, make_decoder, make_encoder
 from ticdc_spark.codec.simple import avro
@@ -38,27 +39,9 @@ NO_BOOTSTRAPS = {"send-bootstrap-interval-in-sec": "0", "send-bootstrap-in-msg-c
 USER_V1, USER_V2 = 447984074911121426, 447987408682614791
 
 
-def _examples(spec_dir: Path) -> list[dict[str, Any]]:
-    """The JSON messages of the document, in document order (the TableSchema, Column and
-    Index examples have no ``type``)."""
-    text = (spec_dir / "simple-protocol.ja.txt").read_text()
-    found, at = [], 0
-    while (start := text.find("{\n", at)) >= 0:
-        depth, end = 0, start
-        for end in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            if depth == 0:
-                break
-        obj = orjson.loads(text[start : end + 1])
-        if "type" in obj:
-            found.append(obj)
-        at = end + 1
-    return found
-
-
 @pytest.fixture
 def examples(spec_dir: Path) -> list[dict[str, Any]]:
-    found = _examples(spec_dir)
+    found = simple_spec_examples(spec_dir)
     assert [e["type"] for e in found] == [
         "ALTER",
         "INSERT",
@@ -129,7 +112,7 @@ def test_rows_before_their_schema_are_held_then_come_out_after_it(
     assert [type(e).__name__ for e in events] == ["DDLEvent", *["RowChange"] * 3]
     assert [e.kind for e in events[1:]] == [RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE]  # type: ignore[union-attr]
     assert decoder.waiting() == []  # type: ignore[attr-defined]
-    # the changelog gets each released row at its own position
+    # the changelog gets the released rows after the DDL, in the order they arrived
     from ticdc_spark.changelog import ChangelogBuilder
 
     decoder = make_decoder("simple")
@@ -137,11 +120,11 @@ def test_rows_before_their_schema_are_held_then_come_out_after_it(
     for offset, obj in enumerate((insert, update, delete, ddl)):
         decoder.decode_into(_message(obj, offset), builder)
     rows = builder.to_batch().to_pylist()
-    assert [(r["kind"], r["offset"]) for r in rows] == [
-        ("DDL", 3),
-        ("ROW", 0),
-        ("ROW", 1),
-        ("ROW", 2),
+    assert [(r["kind"], r["offset"], r["seq"]) for r in rows] == [
+        ("DDL", 3, 0),
+        ("ROW", 3, 1),
+        ("ROW", 3, 2),
+        ("ROW", 3, 3),
     ]
     assert rows[1]["after"] == [("age", "25"), ("id", "1"), ("name", "John Doe"), ("score", "90.5")]
 

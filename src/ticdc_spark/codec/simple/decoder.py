@@ -3,9 +3,10 @@
 The decoder keeps the consumer's state (:mod:`.memo`): the table schemas BOOTSTRAP and DDL
 messages brought, by (database, table, version), and the rows whose schema has not arrived
 yet.  A held row comes out, at its own position, right after the BOOTSTRAP or DDL event that
-brings its schema: so ``decode`` of that message returns the schema event and then the rows
-it released, and a whole input decoded with one decoder gives every row once its schema is
-known.  :meth:`SimpleDecoder.waiting` says what is still held (at the end of an input).
+brings its schema, at that message's position (sequence numbers 1, 2, ... after the event):
+so ``decode`` of that message returns the schema event and then the rows it released, and a
+whole input decoded with one decoder gives every row once its schema is known.
+:meth:`SimpleDecoder.waiting` says what is still held (at the end of an input).
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class _Held:
     """A DML message waiting for its schema: the message (parsed) and where it was read."""
 
     obj: dict[str, Any]
-    where: Position
     position: str
 
 
@@ -121,12 +121,12 @@ class SimpleDecoder(DecoderBase):
         if kind in _KINDS:
             if waits is not None:  # (outside `decoding`: the bound's error is no DecodeError)
                 key, full = waits  # (full: the message a claim-check pointer named)
-                self.held.add(key, _Held(full, where, message.position), message.size)
+                self.held.add(key, _Held(full, message.position), message.size)
             return
         if event is None:
             return
         sink.add_events([event], *where[:3])
-        self._release(_schema_keys(event), sink)
+        self._release(_schema_keys(event), sink, where)
 
     # parsing ------------------------------------------------------------------------------
 
@@ -219,15 +219,17 @@ class SimpleDecoder(DecoderBase):
             raise DecodeError("a claim-check file must hold one full DML message")
         return obj
 
-    def _release(self, keys: list[SchemaKey], sink: RowSink) -> None:
-        """Emit the rows held for schemas that just arrived, in the order they arrived, each
-        at its own position."""
-        for held in self.held.release(keys):
+    def _release(self, keys: list[SchemaKey], sink: RowSink, where: Position) -> None:
+        """Emit the rows held for schemas that just arrived, in the order they arrived, after
+        the event that brought them: at its message's position, numbered on (as ``decode``
+        gives them, in one list with that event; an error names the row's own record)."""
+        topic, partition, offset, _ = where
+        for seq, held in enumerate(self.held.release(keys), 1):
             key = (held.obj["database"], held.obj["table"], held.obj.get("schemaVersion", 0))
             readers = self.memo.get(key)
             assert readers is not None  # (released for a schema just memoed)
             try:
-                self._emit(held.obj, readers, sink, held.where)
+                self._emit(held.obj, readers, sink, (topic, partition, offset, seq))
             except DecodeError as exc:
                 raise exc.at(held.position, PROTOCOL) from None
             except (ValueError, TypeError, KeyError, ArithmeticError, UnicodeError) as exc:

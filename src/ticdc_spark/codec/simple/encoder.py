@@ -84,8 +84,8 @@ class BootstrapCadence:
         return row.schema if due else None
 
     def sent(self, schema: TableSchema, now: int) -> None:
-        """A bootstrap of ``schema`` was sent on request (a Bootstrap event): the cadence of
-        its table starts over from it."""
+        """``schema`` was sent (a Bootstrap event, or a DDL's tableSchema): the cadence of its
+        table starts over from it."""
         self._tables[(schema.database, schema.table)] = _TableCadence(schema, now, now)
 
     def due(self, now: int) -> list[TableSchema]:
@@ -290,6 +290,10 @@ class SimpleEncoder:
     def _ddl_message(self, ddl: DDLEvent) -> Message:
         schema, before = _ddl_schemas(ddl)
         kind, now = ddl_kind(ddl.ddl_type), self.clock()
+        if self._cadence is not None and schema is not None:
+            # what consumers now hold for the table: a row of another schema (under the same
+            # version) gets its bootstrap first
+            self._cadence.sent(schema, now)
         if self._avro:
             payload = {"version": VERSION, "type": kind, "sql": ddl.query}
             payload.update(commitTs=ddl.commit_ts, buildTs=now)

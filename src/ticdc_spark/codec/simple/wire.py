@@ -110,9 +110,13 @@ def _flen(ctype: ColumnType) -> int:
 
 
 def _scale(ctype: ColumnType) -> int:
-    """The ``decimal`` TiCDC writes: never for FLOAT/DOUBLE (TiDB's -1)."""
+    """The ``decimal`` TiCDC writes: never for FLOAT/DOUBLE (TiDB's -1).  A temporal type
+    whose fsp the schema does not know (read from a protocol that leaves it out) is written
+    with 6, which keeps every value (absent would mean 0 and cut fractions off)."""
     if ctype.family in (Family.FLOAT, Family.DOUBLE):
         return 0
+    if ctype.decimal is None and ctype.family in (Family.DATETIME, Family.TIME):
+        return 6
     return ctype.decimal or 0
 
 
@@ -142,7 +146,7 @@ def _data_type_avro(ctype: ColumnType) -> dict[str, Any]:
         "charset": charset,
         "collate": collate,
         "length": _flen(ctype),
-        "decimal": (ctype.decimal or 0) if name == "decimal" else None,
+        "decimal": (ctype.decimal or 0) if name == "decimal" else None,  # (TiCDC's choice)
         "elements": list(ctype.elements) if name in ("enum", "set") else None,
         "unsigned": ctype.unsigned if numeric else None,
         "zerofill": ctype.zerofill if numeric else None,
@@ -247,15 +251,17 @@ def _optional(obj: dict[str, Any], name: str, kind: type, default: Any) -> Any:
     return value
 
 
-def _column_type(raw: dict[str, Any]) -> ColumnType:
+def _column_type(raw: dict[str, Any], avro: bool) -> ColumnType:
     name = _field(raw, "mysqlType", str, "a data type").lower()
     elements = _optional(raw, "elements", list, [])
     if not all(isinstance(e, str) for e in elements):
         raise DecodeError("data type elements must be strings")
     scale = _optional(raw, "decimal", int, None)
     family = ColumnType(name).family
-    if scale is None and family in (Family.DECIMAL, Family.DATETIME, Family.TIME):
+    if scale is None and family is Family.DECIMAL:
         scale = 0  # (left out when 0)
+    elif scale is None and family in (Family.DATETIME, Family.TIME) and not avro:
+        scale = 0  # (JSON leaves 0 out; Avro never writes a temporal fsp: it stays unknown)
     length = _optional(raw, "length", int, None)
     return ColumnType(
         name,
@@ -269,7 +275,7 @@ def _column_type(raw: dict[str, Any]) -> ColumnType:
     )
 
 
-def _column(raw: Any) -> Column:
+def _column(raw: Any, avro: bool) -> Column:
     if not isinstance(raw, dict):
         raise DecodeError("a tableSchema column must be an object")
     data_type = _field(raw, "dataType", dict, "a column")
@@ -278,7 +284,7 @@ def _column(raw: Any) -> Column:
         raise DecodeError(f"column default must be a string, got {default!r}")
     return Column(
         _field(raw, "name", str, "a column"),
-        _column_type(data_type),
+        _column_type(data_type, avro),
         nullable=bool(_field(raw, "nullable", bool, "a column")),
         default=None if default is None else str(default),
     )
@@ -313,7 +319,7 @@ def schema_from_wire(raw: Any, what: str = "tableSchema") -> TableSchema:
     schema = TableSchema(
         database,
         _field(raw, "table", str, what),
-        tuple(_column(c) for c in columns),
+        tuple(_column(c, "database" in raw) for c in columns),
         tuple(_index(i) for i in indexes),
         table_id=_field(raw, "tableID", int, what),
         version=_field(raw, "version", int, what),
