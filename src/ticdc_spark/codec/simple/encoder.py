@@ -19,11 +19,11 @@ import orjson
 
 from ticdc_spark.codec.base import Message, Route
 from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, handle_key_image, row_encode_error
-from ticdc_spark.codec.convert import Dialect
+from ticdc_spark.codec.convert import NORMALIZED, Dialect
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.codec.simple import avro
-from ticdc_spark.codec.simple.dialect import avro_dialect, json_dialect
+from ticdc_spark.codec.simple.dialect import json_dialect
 from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
 from ticdc_spark.codec.simple.wire import (
     BOOTSTRAP,
@@ -45,6 +45,7 @@ from ticdc_spark.model import (
     TableSchema,
     Watermark,
 )
+from ticdc_spark.types import ColumnType, Family
 
 __all__ = ["BootstrapCadence", "SimpleEncoder"]
 
@@ -122,12 +123,17 @@ class _Plan:
     avro: tuple[avro.PlanColumn, ...]
 
 
-def _plan(schema: TableSchema, json_values: Dialect, avro_values: Dialect) -> _Plan:
+def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
     columns = sorted(schema.columns, key=lambda c: c.name.encode())
     return _Plan(
         tuple((c.name, json_values.encoder(c.type)) for c in columns),
-        tuple(avro.plan_column(c.name, avro_values.encoder(c.type)) for c in columns),
+        tuple(avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns),
     )
+
+
+def _text_of(ctype: ColumnType) -> Callable[[Any], str] | None:
+    """The MySQL text formatter of a column Avro writes as text (none for bytes)."""
+    return None if ctype.family is Family.BYTES else NORMALIZED.encoder(ctype)
 
 
 class SimpleEncoder:
@@ -141,7 +147,7 @@ class SimpleEncoder:
         self._avro = self.options.encoding_format == "avro"
         self._large = LargeMessages(PROTOCOL, self.options)
         self._json_values = json_dialect(self.options.time_zone)
-        self._avro_values = avro_dialect(self.options.time_zone)
+        self._location = avro.location_bytes(self.options.time_zone)
         self._plans: LRUCache[int, tuple[TableSchema, _Plan]] = LRUCache()
         opts = self.options
         self._cadence = (
@@ -259,7 +265,7 @@ class SimpleEncoder:
         hit = self._plans.get(id(schema))
         if hit is None or hit[0] is not schema:
             hit = self._plans.put(
-                id(schema), (schema, _plan(schema, self._json_values, self._avro_values))
+                id(schema), (schema, _plan(schema, self._json_values, self._location))
             )
         return hit[1]
 
