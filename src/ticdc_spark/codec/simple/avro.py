@@ -133,7 +133,7 @@ def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> byt
                 parts.append(prefix + _ONE_BYTE[(value << 1) ^ (value >> 63)])
             else:  # (over 2**63: an unsigned value, cast to int64 as TiCDC does)
                 parts.append(prefix + long_bytes(value - (1 << 64) if value > _I64_MAX else value))
-        elif how == STRING or how == TEXT:
+        elif how in (STRING, TEXT):
             data = (value if how == STRING else text(value)).encode()  # type: ignore[misc]
             size = len(data)
             parts.append(prefix + (_ONE_BYTE[size << 1] if size < 64 else long_bytes(size)) + data)

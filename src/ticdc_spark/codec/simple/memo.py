@@ -15,7 +15,6 @@ checkpointed state.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -31,34 +30,32 @@ V = TypeVar("V")
 class SchemaMemo(Generic[V]):
     """Values (schemas, or what a decoder builds from them) by (database, table, version).
 
-    Bounded by ``size`` entries, least recently used out first: a table's versions are few,
-    and a schema that falls out comes back with the next BOOTSTRAP.
+    Bounded by ``size`` entries, the oldest out first: a table's versions are few, and a
+    schema that falls out comes back with the next BOOTSTRAP.  ``entries`` is the mapping
+    itself, for hot paths that look keys up directly.
     """
 
     def __init__(self, size: int = 16384) -> None:
         self.size = size
-        self._entries: OrderedDict[SchemaKey, V] = OrderedDict()
+        self.entries: dict[SchemaKey, V] = {}
 
     def get(self, key: SchemaKey) -> V | None:
-        value = self._entries.get(key)
-        if value is not None:
-            self._entries.move_to_end(key)
-        return value
+        return self.entries.get(key)
 
     def put(self, key: SchemaKey, value: V) -> None:
-        self._entries[key] = value
-        self._entries.move_to_end(key)
-        if len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+        self.entries.pop(key, None)
+        self.entries[key] = value
+        if len(self.entries) > self.size:
+            del self.entries[next(iter(self.entries))]
 
     def __contains__(self, key: object) -> bool:
-        return key in self._entries
+        return key in self.entries
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
     def items(self) -> list[tuple[SchemaKey, V]]:
-        return list(self._entries.items())
+        return list(self.entries.items())
 
 
 @dataclass(slots=True)
