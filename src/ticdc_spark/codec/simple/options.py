@@ -42,6 +42,11 @@ class SimpleOptions(CommonOptions):
                 "send-bootstrap-interval-in-sec and send-bootstrap-in-msg-count must not be "
                 "negative (set both to 0 to send no bootstrap messages)"
             )
+        if self.delete_only_output_handle_key_columns:
+            raise ConfigError(
+                "delete-only-output-handle-key-columns is not a Simple protocol option "
+                "(TiCDC's simple encoder always sends the whole old row of a DELETE)"
+            )
         if self.max_held_rows < 0 or self.max_held_bytes < 0:
             raise ConfigError("max-held-rows and max-held-bytes must not be negative")
 
