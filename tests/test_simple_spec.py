@@ -301,3 +301,32 @@ def test_the_planned_avro_dml_writer_writes_what_fastavro_writes(
         ),
     )
     assert message.value == expected.getvalue()
+
+
+def test_cli_decode_keeps_the_memo_across_the_input(
+    examples: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ticdc-spark decode -p simple``: rows before their schema come out once it arrives;
+    rows whose schema never comes are reported, with exit status 2."""
+    from ticdc_spark.cli import main
+
+    ddl, insert, update, delete, watermark, bootstrap = examples
+    values = tmp_path / "values.jsonl"
+    values.write_bytes(
+        b"".join(orjson.dumps(o) + b"\n" for o in (insert, update, ddl, delete, watermark))
+    )
+    assert main(["decode", "-p", "simple", "--values", str(values)]) == 0
+    out = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [o["type"] for o in out] == ["DDL", "INSERT", "UPDATE", "DELETE", "WATERMARK"]
+    values.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in (insert, bootstrap)))
+    assert main(["decode", "-p", "simple", "--values", str(values)]) == 2
+    captured = capsys.readouterr()
+    assert [orjson.loads(line)["type"] for line in captured.out.splitlines()] == ["BOOTSTRAP"]
+    assert f"1 row(s) of simple.user await schema version {USER_V1}" in captured.err
+
+
+def test_the_spark_stage_refuses_simple_until_the_pipeline_keeps_its_state() -> None:
+    from ticdc_spark.spark.decode import decode
+
+    with pytest.raises(ConfigError, match="checkpointed consumer state"):
+        decode(object(), "simple")  # type: ignore[arg-type]

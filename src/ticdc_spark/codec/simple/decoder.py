@@ -155,7 +155,7 @@ class SimpleDecoder(DecoderBase):
                 after = _json_image(readers, obj["data"], text)
             if kind is not RowKind.INSERT:
                 before = _json_image(readers, obj["old"], text)
-        except Exception:  # noqa: BLE001 (whatever it was, the full path says it precisely)
+        except Exception:  # (whatever it was, the full path says it precisely)
             return False
         where = (message.topic, message.partition or 0, message.offset or 0, 0)
         if text:
