@@ -15,8 +15,10 @@ unions) in Avro; :func:`schema_to_json` / :func:`schema_to_avro` write a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from ticdc_spark.codec.common import DDL_KIND, DDL_KIND_ACTIONS
 from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Column, DDLType, Index, TableSchema
@@ -40,40 +42,10 @@ WATERMARK, BOOTSTRAP = "WATERMARK", "BOOTSTRAP"
 DML_KINDS = ("INSERT", "UPDATE", "DELETE")
 DDL_KINDS = ("CREATE", "ALTER", "ERASE", "RENAME", "TRUNCATE", "CINDEX", "DINDEX", "QUERY")
 
-# TiDB's action types by the Simple DDL kind TiCDC writes for them (getDDLType); QUERY for
-# every other action.
-_KIND_ACTIONS: dict[str, tuple[DDLType, ...]] = {
-    "CREATE": (DDLType.CREATE_TABLE,),
-    "RENAME": (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES),
-    "CINDEX": (DDLType.ADD_INDEX, DDLType.ADD_FOREIGN_KEY, DDLType.ADD_PRIMARY_KEY),
-    "DINDEX": (DDLType.DROP_INDEX, DDLType.DROP_FOREIGN_KEY, DDLType.DROP_PRIMARY_KEY),
-    "ERASE": (DDLType.DROP_TABLE,),
-    "TRUNCATE": (DDLType.TRUNCATE_TABLE,),
-    "ALTER": (
-        DDLType.ADD_COLUMN,
-        DDLType.DROP_COLUMN,
-        DDLType.MODIFY_COLUMN,
-        DDLType.REBASE_AUTO_ID,
-        DDLType.SET_DEFAULT_VALUE,
-        DDLType.MODIFY_TABLE_COMMENT,
-        DDLType.RENAME_INDEX,
-        DDLType.ADD_TABLE_PARTITION,
-        DDLType.DROP_TABLE_PARTITION,
-        DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE,
-        DDLType.TRUNCATE_TABLE_PARTITION,
-        DDLType.ALTER_INDEX_VISIBILITY,
-        DDLType.ACTION_MULTI_SCHEMA_CHANGE,
-        DDLType.REORGANIZE_PARTITION,
-        DDLType.ALTER_TABLE_PARTITIONING,
-        DDLType.REMOVE_PARTITIONING,
-    ),
-}
-_KIND_OF_ACTION = {action: kind for kind, actions in _KIND_ACTIONS.items() for action in actions}
-
 
 def ddl_kind(ddl_type: DDLType) -> str:
     """The Simple DDL kind TiCDC writes for a TiDB action."""
-    return _KIND_OF_ACTION.get(ddl_type, "QUERY")
+    return DDL_KIND.get(ddl_type, "QUERY")
 
 
 def ddl_type_of(kind: str, sql: str) -> DDLType:
@@ -82,7 +54,7 @@ def ddl_type_of(kind: str, sql: str) -> DDLType:
     action = classify(sql)
     if ddl_kind(action) == kind:
         return action
-    actions = _KIND_ACTIONS.get(kind)
+    actions = DDL_KIND_ACTIONS.get(kind)
     return actions[0] if actions else DDLType.NONE
 
 
@@ -189,35 +161,26 @@ def _indexes(schema: TableSchema) -> list[dict[str, Any]]:
 
 def schema_to_json(schema: TableSchema) -> dict[str, Any]:
     """A table schema as the JSON encoding's ``tableSchema`` object."""
-    return {
-        "schema": schema.database,
-        "table": schema.table,
-        "tableID": schema.table_id,
-        "version": schema.version,
-        "columns": [
-            {
-                "name": c.name,
-                "dataType": _data_type_json(c.type),
-                "nullable": c.nullable,
-                "default": _default_text(c),
-            }
-            for c in schema.columns
-        ],
-        "indexes": _indexes(schema),
-    }
+    return _schema_object(schema, "schema", _data_type_json)
 
 
 def schema_to_avro(schema: TableSchema) -> dict[str, Any]:
-    """A table schema as the Avro ``TableSchema`` record."""
+    """A table schema as the Avro ``TableSchema`` record (``database`` for ``schema``)."""
+    return _schema_object(schema, "database", _data_type_avro)
+
+
+def _schema_object(
+    schema: TableSchema, database_key: str, data_type: Callable[[ColumnType], dict[str, Any]]
+) -> dict[str, Any]:
     return {
-        "database": schema.database,
+        database_key: schema.database,
         "table": schema.table,
         "tableID": schema.table_id,
         "version": schema.version,
         "columns": [
             {
                 "name": c.name,
-                "dataType": _data_type_avro(c.type),
+                "dataType": data_type(c.type),
                 "nullable": c.nullable,
                 "default": _default_text(c),
             }
