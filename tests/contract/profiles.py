@@ -293,12 +293,12 @@ RAW_AVRO = Framing(_no_json, _join_whole)
 SIMPLE = Profile(
     "simple",
     (
-        Variant("json", {}, Carries(compiled=False), WHOLE_JSON),
+        Variant("json", {}, Carries(), WHOLE_JSON),
         Variant("avro", _AVRO, Carries(compiled=False), RAW_AVRO),
         Variant(
             "json-large-handle-key-only",
             {"large-message-handle-option": "handle-key-only", "max-message-bytes": "3000"},
-            Carries(compiled=False, large_key_only=True),
+            Carries(large_key_only=True),
             WHOLE_JSON,
         ),
         Variant(

@@ -19,11 +19,13 @@ import orjson
 
 from ticdc_spark.codec.base import Message, Route
 from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, handle_key_image, row_encode_error
+from ticdc_spark.codec.compiled import text_kind
+from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.convert import NORMALIZED, Dialect
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.codec.simple import avro
-from ticdc_spark.codec.simple.dialect import json_dialect
+from ticdc_spark.codec.simple.dialect import is_timestamp, json_dialect
 from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
 from ticdc_spark.codec.simple.wire import (
     BOOTSTRAP,
@@ -121,6 +123,9 @@ class _Plan:
 
     json: tuple[tuple[str, Callable[[Any], Any]], ...]
     avro: tuple[avro.PlanColumn, ...]
+    # for compiled_values.text_object: (JSON key and colon, name, kind, fsp, formatter)
+    compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
+    timestamps: tuple[bytes, ...]  # the JSON keys (with ':"') of the TIMESTAMP columns
 
 
 def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
@@ -128,7 +133,32 @@ def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
     return _Plan(
         tuple((c.name, json_values.encoder(c.type)) for c in columns),
         tuple(avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns),
+        tuple(
+            (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
+            for c in columns
+        ),
+        tuple(orjson.dumps(c.name) + b':"' for c in columns if is_timestamp(c.type)),
     )
+
+
+def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes | None:
+    """The JSON of an image by the compiled loop (None when it is not built or gives up):
+    MySQL text per column, each TIMESTAMP's text then wrapped in its object."""
+    if compiled_values is None:
+        return None
+    data: bytes | None = compiled_values.text_object(plan.compiled, image)
+    if data is None:
+        return None
+    for key in plan.timestamps:
+        # a structural quote: inside a string value every quote is escaped
+        at = 0 if data.startswith(b"{" + key) else data.find(b"," + key)
+        if at < 0:
+            continue  # (absent, or null)
+        start = at + len(key)  # the value's opening quote
+        end = data.index(b'"', start + 1) + 1  # (temporal text holds no quote)
+        wrapped = b'{"location":' + location + b',"value":' + data[start:end] + b"}"
+        data = data[:start] + wrapped + data[end:]
+    return data
 
 
 def _text_of(ctype: ColumnType) -> Callable[[Any], str] | None:
@@ -148,6 +178,7 @@ class SimpleEncoder:
         self._large = LargeMessages(PROTOCOL, self.options)
         self._json_values = json_dialect(self.options.time_zone)
         self._location = avro.location_bytes(self.options.time_zone)
+        self._location_json = go_json(orjson.dumps(self.options.time_zone))
         self._plans: LRUCache[int, tuple[TableSchema, _Plan]] = LRUCache()
         opts = self.options
         self._cadence = (
@@ -227,12 +258,33 @@ class SimpleEncoder:
             old = None if before is None else avro.row_map_bytes(plan.avro, before)
             value = avro.dml_bytes(head, data, old)
         else:
-            if after is not None:
-                head["data"] = _json_image(plan.json, after)
-            if before is not None:
-                head["old"] = _json_image(plan.json, before)
-            value = go_json(orjson.dumps(head))
+            value = self._json_row(head, plan, before, after)
         return self._large.compress(value)
+
+    def _json_row(
+        self,
+        head: dict[str, Any],
+        plan: _Plan,
+        before: dict[str, Any] | None,
+        after: dict[str, Any] | None,
+    ) -> bytes:
+        """A JSON row message: the images by the compiled loop when it takes them, spliced
+        after the head (``data`` and ``old`` are its last members), else by orjson."""
+        location = self._location_json
+        data = None if after is None else _json_object(plan, after, location)
+        old = None if before is None else _json_object(plan, before, location)
+        if (data is None) == (after is None) and (old is None) == (before is None):
+            value = go_json(orjson.dumps(head))[:-1]
+            if data is not None:
+                value += b',"data":' + data
+            if old is not None:
+                value += b',"old":' + old
+            return value + b"}"
+        if after is not None:
+            head["data"] = _json_image(plan.json, after)
+        if before is not None:
+            head["old"] = _json_image(plan.json, before)
+        return go_json(orjson.dumps(head))
 
     def _dml_head(
         self, row: RowChange, now: int, key_only: bool, location: str | None
