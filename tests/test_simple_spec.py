@@ -330,3 +330,30 @@ def test_the_spark_stage_refuses_simple_until_the_pipeline_keeps_its_state() -> 
 
     with pytest.raises(ConfigError, match="checkpointed consumer state"):
         decode(object(), "simple")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("encoding", ["json", "avro"])
+def test_claim_check_sends_a_pointer_and_the_key_and_reads_the_full_row_back(
+    encoding: str, tmp_path: Path
+) -> None:
+    options = {
+        **NO_BOOTSTRAPS,
+        "encoding-format": encoding,
+        "large-message-handle-option": "claim-check",
+        "claim-check-storage-uri": f"file://{tmp_path}",
+        "max-message-bytes": "600",
+    }
+    schema = _schema()
+    row = _insert(schema, 3, "x" * 1000)
+    encoder = make_encoder("simple", options)
+    bootstrap, pointer = encoder.encode([Bootstrap(schema), row])
+    assert pointer.value is not None and len(pointer.value) < 600
+    assert len(list(tmp_path.iterdir())) == 1
+    if encoding == "json":
+        sent = orjson.loads(pointer.value)
+        assert sent["handleKeyOnly"] is True and sent["data"] == {"id": "3"}
+        assert sent["claimCheckLocation"].startswith(f"file://{tmp_path}/")
+    decoder = make_decoder("simple", options)
+    decoder.decode(bootstrap)
+    (got,) = decoder.decode(pointer)
+    assert isinstance(got, RowChange) and got.after == row.after and not got.handle_key_only
