@@ -24,7 +24,12 @@ from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.convert import NORMALIZED, Dialect
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.codec.simple import avro
-from ticdc_spark.codec.simple.dialect import avro_dialect, is_timestamp, json_dialect
+from ticdc_spark.codec.simple.dialect import (
+    avro_dialect,
+    is_timestamp,
+    json_dialect,
+    timestamp_text,
+)
 from ticdc_spark.codec.simple.memo import HeldRows, SchemaKey, SchemaMemo
 from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
 from ticdc_spark.codec.simple.wire import (
@@ -306,12 +311,10 @@ class SimpleDecoder(DecoderBase):
 def _json_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str, Any]:
     """A JSON image: TIMESTAMP objects unwrapped to their text, then the compiled loop (or
     the Python one) for canonical values, or the text checked for the changelog."""
-    if readers.timestamps:
-        raw = dict(raw)
-        for name in readers.timestamps:
-            value = raw.get(name)
-            if value is not None:
-                raw[name] = readers.text[name](value)
+    for name in readers.timestamps:  # (in place: the parsed message is the decoder's own)
+        value = raw.get(name)
+        if value is not None:
+            raw[name] = timestamp_text(value)
     if text:
         if not readers.unwrapped.keys() >= raw.keys():
             raise DecodeError(f"column {_unknown(readers, raw)!r} is not in the table schema")

@@ -31,6 +31,7 @@ __all__ = [
     "avro_dialect",
     "is_timestamp",
     "json_dialect",
+    "timestamp_text",
 ]
 
 TIMESTAMP_RECORD = "com.pingcap.simple.avro.Timestamp"
@@ -44,7 +45,7 @@ def is_timestamp(ctype: ColumnType) -> bool:
     return ctype.name == "timestamp"
 
 
-def _timestamp_text(value: Any) -> str:
+def timestamp_text(value: Any) -> str:
     """The text of a TIMESTAMP value: ``{"location", "value"}`` (or plain text, leniently)."""
     if type(value) is dict:
         value = value["value"]
@@ -64,11 +65,11 @@ def _json_datetime_decoder(ctype: ColumnType) -> Converter:
     parse = NORMALIZED.decoder(ctype)
     if not is_timestamp(ctype):
         return parse
-    return lambda value: parse(_timestamp_text(value))
+    return lambda value: parse(timestamp_text(value))
 
 
 def _json_datetime_text(ctype: ColumnType) -> Converter:
-    return _timestamp_text if is_timestamp(ctype) else _same
+    return timestamp_text if is_timestamp(ctype) else _same
 
 
 @lru_cache(maxsize=64)
@@ -154,7 +155,7 @@ def _avro_datetime_decoder(ctype: ColumnType) -> Converter:
     parse = NORMALIZED.decoder(ctype)
     if not is_timestamp(ctype):
         return _text_decoder(ctype)
-    return lambda value: parse(_timestamp_text(value))
+    return lambda value: parse(timestamp_text(value))
 
 
 def _float_value(value: Any) -> float:
