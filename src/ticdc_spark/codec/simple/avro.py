@@ -117,10 +117,15 @@ _HOW = {
 }
 
 
-def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> bytes:
+def row_map_bytes(
+    columns: tuple[PlanColumn, ...], image: dict[str, Any], texts: dict[str, Any] | None = None
+) -> bytes:
     """The ``data``/``old`` union (map branch) of an image: its columns in plan order.
 
-    Kept flat (one loop, the kinds inline): it runs once per column of every row."""
+    Kept flat (one loop, the kinds inline): it runs once per column of every row.  ``texts``
+    may hold the text of the TEXT and TIMESTAMP columns already (from the compiled loop)."""
+    if texts:
+        image = {**image, **texts}  # (their text: str values, written as is)
     parts = []
     for null, prefix, name, how, text in columns:
         value = image.get(name, _MISSING)
@@ -134,7 +139,7 @@ def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> byt
             else:  # (over 2**63: an unsigned value, cast to int64 as TiCDC does)
                 parts.append(prefix + long_bytes(value - (1 << 64) if value > _I64_MAX else value))
         elif how in (STRING, TEXT):
-            data = (value if how == STRING else text(value)).encode()  # type: ignore[misc]
+            data = (value if type(value) is str else text(value)).encode()  # type: ignore[misc]
             size = len(data)
             parts.append(prefix + (_ONE_BYTE[size << 1] if size < 64 else long_bytes(size)) + data)
         elif how == BYTES:
@@ -145,7 +150,7 @@ def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> byt
         elif how == DOUBLE:
             parts.append(prefix + _DOUBLE.pack(value))
         elif how == TIMESTAMP:
-            parts.append(prefix + _string(text(value)))  # type: ignore[misc]
+            parts.append(prefix + _string(value if type(value) is str else text(value)))  # type: ignore[misc]
         else:
             parts.append(prefix + long_bytes(value - (1 << 64) if value > _I64_MAX else value))
     if not parts:

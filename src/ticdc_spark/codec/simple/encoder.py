@@ -126,6 +126,7 @@ class _Plan:
     # for compiled_values.text_object: (JSON key and colon, name, kind, fsp, formatter)
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
     timestamps: tuple[bytes, ...]  # the JSON keys (with ':"') of the TIMESTAMP columns
+    avro_texts: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]  # (see _texts)
 
 
 def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
@@ -138,7 +139,25 @@ def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
             for c in columns
         ),
         tuple(orjson.dumps(c.name) + b':"' for c in columns if is_timestamp(c.type)),
+        tuple(
+            (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
+            for c in columns
+            if c.type.family in _AVRO_TEXTS
+        ),
     )
+
+
+# The families Avro writes as MySQL text: their texts come from the compiled loop at once.
+_AVRO_TEXTS = frozenset((Family.DECIMAL, Family.DATE, Family.DATETIME, Family.TIME))
+
+
+def _texts(plan: _Plan, image: dict[str, Any]) -> dict[str, Any] | None:
+    """The MySQL text of an image's DECIMAL and temporal columns by the compiled loop, or
+    None (not built, nothing to do, or it gave up: the Avro writer formats them itself)."""
+    if compiled_values is None or not plan.avro_texts:
+        return None
+    data = compiled_values.text_object(plan.avro_texts, image)
+    return None if data is None else orjson.loads(data)
 
 
 def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes | None:
@@ -254,8 +273,11 @@ class SimpleEncoder:
         head = self._dml_head(row, now, key_only or row.handle_key_only, location)
         plan = self._plan(row.schema)
         if self._avro:
-            data = None if after is None else avro.row_map_bytes(plan.avro, after)
-            old = None if before is None else avro.row_map_bytes(plan.avro, before)
+            data = old = None
+            if after is not None:
+                data = avro.row_map_bytes(plan.avro, after, _texts(plan, after))
+            if before is not None:
+                old = avro.row_map_bytes(plan.avro, before, _texts(plan, before))
             value = avro.dml_bytes(head, data, old)
         else:
             value = self._json_row(head, plan, before, after)
