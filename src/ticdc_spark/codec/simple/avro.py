@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import struct
 from collections.abc import Callable
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -173,13 +174,13 @@ def dml_bytes(head: dict[str, Any], data: bytes | None, old: bytes | None) -> by
     location = head.get("claimCheckLocation")
     parts = [
         _DML_HEAD,
-        _string(head["database"]),
-        _string(head["table"]),
-        long_bytes(head["tableID"]),
+        _known_string(head["database"]),
+        _known_string(head["table"]),
+        _known_long(head["tableID"]),
         _DML_TYPES[head["type"]],
         long_bytes(head["commitTs"]),
-        long_bytes(head["buildTs"]),
-        long_bytes(head["schemaVersion"]),
+        _known_long(head["buildTs"]),
+        _known_long(head["schemaVersion"]),
         b"\x00" if location is None else b"\x02" + _string(location),
         b"\x00" if not head.get("handleKeyOnly") else b"\x02\x01",
         b"\x00" if checksum is None else b"\x02" + _checksum(checksum),
@@ -187,6 +188,11 @@ def dml_bytes(head: dict[str, Any], data: bytes | None, old: bytes | None) -> by
         b"\x00" if old is None else old,
     ]
     return b"".join(parts)
+
+
+# Members that repeat from row to row (names, ids, versions, the clock's millisecond).
+_known_string = lru_cache(maxsize=4096)(_string)
+_known_long = lru_cache(maxsize=4096)(long_bytes)
 
 
 def _checksum(checksum: dict[str, Any]) -> bytes:
