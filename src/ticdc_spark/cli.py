@@ -186,7 +186,20 @@ def _run_decode(args: argparse.Namespace) -> int:
                 out.write(orjson.dumps(event_to_json(event)) + b"\n")
     if skipped:
         print(f"ticdc-spark decode: {skipped} bad record(s) skipped", file=sys.stderr)
-    return EXIT_OK
+    return _report_waiting(decoder)
+
+
+def _report_waiting(decoder: Any) -> int:
+    """Rows a decoder still holds at the end of the input (Simple: their schema never came)
+    are reported, and the exit code says so: they were not lost silently."""
+    waiting = getattr(decoder, "waiting", None)
+    held = waiting() if waiting is not None else []
+    if not held:
+        return EXIT_OK
+    from ticdc_spark.codec.simple.memo import describe_waiting
+
+    print(f"ticdc-spark decode: not decoded, no schema: {describe_waiting(held)}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def _guard_capture(reader: Iterator[Message], on_error: str) -> Iterator[Message]:

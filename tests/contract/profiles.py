@@ -116,6 +116,40 @@ def _open_protocol_golden(golden_dir: Path) -> list[Message]:
     return messages
 
 
+def simple_spec_examples(spec_dir: Path) -> list[dict[str, object]]:
+    """The Simple document's JSON messages, in document order (its TableSchema, Column and
+    Index examples, which have no ``type``, left out)."""
+    import orjson
+
+    text = (spec_dir / "simple-protocol.ja.txt").read_text()
+    found, at = [], 0
+    while (start := text.find("{\n", at)) >= 0:
+        depth, end = 0, start
+        for end in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        obj = orjson.loads(text[start : end + 1])
+        if "type" in obj:
+            found.append(obj)
+        at = end + 1
+    return found
+
+
+def _simple_mid_stream(golden_dir: Path) -> list[Message]:
+    """The Simple document's six examples as a consumer joining mid-stream meets them: the
+    INSERT, UPDATE and DELETE first, then the DDL that brings their schema (its
+    ``preTableSchema``), the WATERMARK and the BOOTSTRAP."""
+    import orjson
+
+    ddl, *rows, watermark, bootstrap = simple_spec_examples(golden_dir.parent / "spec")
+    ordered = [*rows, ddl, watermark, bootstrap]
+    return [
+        Message(None, orjson.dumps(obj), topic="golden", partition=0, offset=offset)
+        for offset, obj in enumerate(ordered)
+    ]
+
+
 # -- framings ----------------------------------------------------------------------------------
 
 
@@ -330,7 +364,44 @@ DEBEZIUM = Profile(
     (Golden("datatype", _debezium_golden, {}, {"RowChange": 1}),),
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON, DEBEZIUM)}
+_AVRO = {"encoding-format": "avro"}
+
+
+def _no_json(part: str, data: bytes) -> list[bytes] | None:
+    return None
+
+
+RAW_AVRO = Framing(_no_json, _join_whole)
+
+SIMPLE = Profile(
+    "simple",
+    (
+        Variant("json", {}, Carries(), WHOLE_JSON),
+        Variant("avro", _AVRO, Carries(compiled=False), RAW_AVRO),
+        Variant(
+            "json-large-handle-key-only",
+            {"large-message-handle-option": "handle-key-only", "max-message-bytes": "3000"},
+            Carries(large_key_only=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "avro-snappy",
+            {**_AVRO, "large-message-handle-compression": "snappy"},
+            Carries(compiled=False),
+            RAW_AVRO,
+        ),
+    ),
+    (
+        Golden(
+            "spec-mid-stream",
+            _simple_mid_stream,
+            {},
+            {"RowChange": 3, "DDLEvent": 1, "Watermark": 1, "Bootstrap": 1},
+        ),
+    ),
+)
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON, DEBEZIUM, SIMPLE)}
 
 
 def variants() -> list[tuple[str, Variant]]:

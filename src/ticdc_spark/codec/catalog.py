@@ -44,6 +44,7 @@ _BUILTIN_MODULES = (
     "ticdc_spark.codec.open_protocol",
     "ticdc_spark.codec.canal_json",
     "ticdc_spark.codec.debezium",
+    "ticdc_spark.codec.simple",
 )
 
 

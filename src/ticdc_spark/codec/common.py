@@ -15,10 +15,12 @@ import orjson
 from ticdc_spark.codec.base import Message
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.errors import DecodeError, EncodeError
-from ticdc_spark.model import RowChange, RowKind, TableSchema
+from ticdc_spark.model import DDLType, RowChange, RowKind, TableSchema
 from ticdc_spark.types import Family, infer_fsp, value_misfit
 
 __all__ = [
+    "DDL_KIND",
+    "DDL_KIND_ACTIONS",
     "LRUCache",
     "TemporalFsp",
     "changed_columns",
@@ -247,3 +249,39 @@ def _first_fsp(name: str, images: tuple[Mapping[str, Any] | None, ...], field: s
         if isinstance(text, str):
             return infer_fsp(text)
     return -1
+
+
+# TiCDC's DDL kinds (Canal-JSON's DDL ``type`` and Simple's, tiflow's getDDLType): the TiDB
+# actions of each kind, the first being the one a kind alone stands for; QUERY is every
+# other action.
+DDL_KIND_ACTIONS: dict[str, tuple[DDLType, ...]] = {
+    "CREATE": (DDLType.CREATE_TABLE,),
+    "ERASE": (DDLType.DROP_TABLE,),
+    "TRUNCATE": (DDLType.TRUNCATE_TABLE,),
+    "RENAME": (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES),
+    "CINDEX": (DDLType.ADD_INDEX, DDLType.ADD_FOREIGN_KEY, DDLType.ADD_PRIMARY_KEY),
+    "DINDEX": (DDLType.DROP_INDEX, DDLType.DROP_FOREIGN_KEY, DDLType.DROP_PRIMARY_KEY),
+    "ALTER": (
+        DDLType.ADD_COLUMN,
+        DDLType.DROP_COLUMN,
+        DDLType.MODIFY_COLUMN,
+        DDLType.REBASE_AUTO_ID,
+        DDLType.SET_DEFAULT_VALUE,
+        DDLType.MODIFY_TABLE_COMMENT,
+        DDLType.RENAME_INDEX,
+        DDLType.ADD_TABLE_PARTITION,
+        DDLType.DROP_TABLE_PARTITION,
+        DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE,
+        DDLType.TRUNCATE_TABLE_PARTITION,
+        DDLType.ADD_COLUMNS,
+        DDLType.DROP_COLUMNS,
+        DDLType.ALTER_INDEX_VISIBILITY,
+        DDLType.ACTION_MULTI_SCHEMA_CHANGE,
+        DDLType.REORGANIZE_PARTITION,
+        DDLType.ALTER_TABLE_PARTITIONING,
+        DDLType.REMOVE_PARTITIONING,
+    ),
+}
+DDL_KIND: dict[DDLType, str] = {
+    action: kind for kind, actions in DDL_KIND_ACTIONS.items() for action in actions
+}
