@@ -37,7 +37,11 @@ class CodecSpec:
 
 _CATALOG: dict[str, CodecSpec] = {}
 # Protocol modules register themselves on import; these are imported on first lookup.
-_BUILTIN_MODULES = ("ticdc_spark.codec.open_protocol", "ticdc_spark.codec.canal_json")
+_BUILTIN_MODULES = (
+    "ticdc_spark.codec.open_protocol",
+    "ticdc_spark.codec.canal_json",
+    "ticdc_spark.codec.avro",
+)
 
 
 def register(spec: CodecSpec) -> CodecSpec:
