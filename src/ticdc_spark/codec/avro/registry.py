@@ -81,7 +81,7 @@ class SchemaRegistry:
 
         self.url, user_info = split_credentials(url)
         self._secret = user_info.partition(":")[2] if user_info else ""
-        policy = retries or RETRIES
+        policy = self.retries = retries or RETRIES
         conf: dict[str, Any] = {
             "url": self.url,
             "max.retries": policy.max_retries,
@@ -89,7 +89,6 @@ class SchemaRegistry:
             "retries.max.wait.ms": policy.max_wait_ms,
         }
         if user_info:
-            conf["basic.auth.credentials.source"] = "USER_INFO"
             conf["basic.auth.user.info"] = user_info
         self._client = SchemaRegistryClient.new_client(conf)
         self._ids: LRUCache[tuple[str, str], int] = LRUCache(4096)
@@ -134,7 +133,7 @@ class SchemaRegistry:
             reason = self._hide(f"{type(exc).__name__}: {exc}")
             raise RegistryError(
                 f"schema registry {self.url} unreachable while {what} (after "
-                f"{RETRIES.max_retries} retries): {reason}"
+                f"{self.retries.max_retries} retries): {reason}"
             ) from None
 
     def _refused(self, what: str, exc: Any, subject: str | None) -> RegistryError:
