@@ -159,5 +159,5 @@ def test_golden_messages_decode_and_re_encode_the_same_without_the_compiled_loop
     fast, python, calls = _both_ways(protocol, golden.options, run)
     assert python == fast
     assert not [o for o in python[0] if isinstance(o, tuple)]  # (no message failed)
-    if native():
+    if native() and any(v.carries.compiled for v in PROFILES[protocol].variants):
         assert calls > 0

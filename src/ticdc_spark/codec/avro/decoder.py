@@ -2,7 +2,8 @@
 the writer schema their ids name (looked up once per id, then cached with its plan).
 
 * value present: an INSERT (``_tidb_op`` ``c``, or no extension) or an UPDATE (``u``; Avro
-  carries no old image), the whole row; commit ts from ``_tidb_commit_ts`` (0 without the
+  carries no old image: its before image is the row's handle key, unchanged by an UPDATE
+  since TiCDC splits key changes into a DELETE and an INSERT), the whole row; commit ts from ``_tidb_commit_ts`` (0 without the
   extension);
 * value null (a tombstone): a DELETE of the row the key names, key columns only, and no
   commit ts (0): the consumer orders it by its partition position (docs/pipeline.md).
@@ -102,7 +103,8 @@ class AvroDecoder(DecoderBase):
         if commit_ts < 0:
             raise DecodeError(f"_tidb_commit_ts {commit_ts} is negative")
         image = _image(value_plan, datum, sink.text)
-        sink.add_row(kind, schema, commit_ts, None, image, _position(message))
+        before = _key_image(schema, image) if kind is RowKind.UPDATE else None
+        sink.add_row(kind, schema, commit_ts, before, image, _position(message))
 
     def _tombstone(self, message: Message, sink: RowSink) -> None:
         key_id, key_plan, datum = self._read(message.key, "key")  # type: ignore[arg-type]
@@ -112,7 +114,7 @@ class AvroDecoder(DecoderBase):
         if self._filtered(schema):
             return
         image = _image(key_plan, datum, sink.text)
-        sink.add_row(RowKind.DELETE, schema, 0, image, None, _position(message), key_only=True)
+        sink.add_row(RowKind.DELETE, schema, 0, image, None, _position(message))
 
     # -- schemas ------------------------------------------------------------------------------
 
@@ -171,6 +173,12 @@ def _image(plan: _ReadPlan, datum: dict[str, Any], text: bool) -> dict[str, Any]
         value = datum[field]
         image[column] = None if value is None else (to_text(value) if text else decode(value))
     return image
+
+
+def _key_image(schema: TableSchema, image: dict[str, Any]) -> dict[str, Any] | None:
+    """An UPDATE's old image as far as Avro tells: its handle key, which TiCDC never changes
+    in an UPDATE (it splits such a change into a DELETE and an INSERT)."""
+    return {name: image[name] for name in schema.handle_key} or None
 
 
 def _position(message: Message) -> tuple[str, int, int, int]:

@@ -13,7 +13,7 @@ writes it: values above 2**63-1 read back negative and are corrected here from t
 
 from __future__ import annotations
 
-from decimal import ROUND_FLOOR, Decimal
+from decimal import ROUND_FLOOR, Context, Decimal
 from typing import Any
 
 from ticdc_spark.codec.convert import MYSQL_TEXT_DECODERS, MYSQL_TEXT_ENCODERS, Converter, Dialect
@@ -23,6 +23,7 @@ from ticdc_spark.types import ColumnType, Family, to_float32
 __all__ = ["dialect_for"]
 
 _U64 = 1 << 64
+_WIDE = Context(prec=200)  # DECIMAL has up to 65 digits: more than the default context's 28
 _I64_MAX = (1 << 63) - 1
 
 
@@ -51,10 +52,13 @@ def _integer_string(ctype: ColumnType) -> Converter:
 
 def _decimal_precise(ctype: ColumnType) -> Converter:
     # goavro scales a big.Rat to the schema's scale by integer division (a floor)
-    exponent = Decimal(1).scaleb(-(ctype.decimal or 0))
+    scale = ctype.decimal or 0
+    exponent = Decimal(1).scaleb(-scale)
 
     def encode(value: Decimal) -> Decimal:
-        return value.quantize(exponent, rounding=ROUND_FLOOR)
+        if value.as_tuple().exponent >= -scale:  # type: ignore[operator]  # (finite)
+            return value  # fastavro scales it up exactly
+        return value.quantize(exponent, rounding=ROUND_FLOOR, context=_WIDE)
 
     return encode
 

@@ -24,7 +24,7 @@ from ticdc_spark.codec.avro.options import PROTOCOL, AvroOptions
 from ticdc_spark.codec.avro.registry import registry
 from ticdc_spark.codec.avro.wire import frame
 from ticdc_spark.codec.base import Message, Route
-from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, row_encode_error, row_images
+from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, row_encode_error
 from ticdc_spark.codec.convert import Dialect
 from ticdc_spark.dispatch import TopicRouter
 from ticdc_spark.errors import ConfigError, EncodeError
@@ -100,6 +100,9 @@ class AvroEncoder:
         return found if found is not None else self._plans.put(schema, self._build(schema))
 
     def _build(self, schema: TableSchema) -> _TablePlan:
+        problem = avro_schema.naming_problem(schema)
+        if problem is not None:
+            raise EncodeError(f"{PROTOCOL}: table {schema.qualified_name}: {problem}")
         decimal_mode = self.options.avro_decimal_handling_mode
         bigint_mode = self.options.avro_bigint_unsigned_handling_mode
         key_text = avro_schema.key_schema(schema, decimal_mode, bigint_mode)
@@ -115,11 +118,14 @@ class AvroEncoder:
     def _row_message(self, row: RowChange) -> Message:
         schema = row.schema
         plan = self._plan(schema)
-        before, after = row_images(row)
+        image = row.before if row.kind is RowKind.DELETE else row.after  # (no old image sent)
+        if image is None:
+            side = "before" if row.kind is RowKind.DELETE else "after"
+            raise EncodeError(f"{row.kind.value} of {schema.qualified_name} has no {side} image")
         topic = avro_schema.sanitize_topic(self.router.topic(schema.database, schema.table))
         try:
-            key = self._key(row, plan, before if after is None else after, topic)
-            value = None if after is None else self._value(row, plan, after, topic)
+            key = self._key(row, plan, image, topic)
+            value = None if row.kind is RowKind.DELETE else self._value(row, plan, image, topic)
         except EncodeError:
             raise
         except INPUT_ERRORS as exc:

@@ -26,7 +26,7 @@ import orjson
 
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.errors import EncodeError
-from ticdc_spark.model import Column, ColumnFlag, Index, TableSchema
+from ticdc_spark.model import Column, ColumnFlag, Index, RowChange, TableSchema
 from ticdc_spark.types import ColumnType, Family
 
 __all__ = [
@@ -37,6 +37,8 @@ __all__ = [
     "TIDB_PHYSICAL_TIME",
     "avro_type_view",
     "key_schema",
+    "naming_problem",
+    "representable",
     "sanitize_name",
     "sanitize_topic",
     "table_from_schemas",
@@ -182,6 +184,35 @@ def key_schema(schema: TableSchema, decimal_mode: str, bigint_mode: str) -> str 
 
 def value_schema(schema: TableSchema, decimal_mode: str, bigint_mode: str, extension: bool) -> str:
     return record_schema(schema, schema.columns, decimal_mode, bigint_mode, extension)
+
+
+_RESERVED = frozenset(
+    ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
+    + ("record", "enum", "array", "map", "fixed")
+)
+
+
+def naming_problem(schema: TableSchema) -> str | None:
+    """Why a table's names cannot make an Avro record (TiCDC fails on these too): two column
+    names that sanitize alike, a column named like an extension field, a table named like
+    an Avro type."""
+    seen: dict[str, str] = {}
+    for column in schema.columns:
+        name = sanitize_name(column.name)
+        if name in seen:
+            return f"columns {seen[name]!r} and {column.name!r} are both {name!r} in Avro"
+        if name in _EXTENSION_NAMES:
+            return f"column {column.name!r} has the name of a TiDB extension field"
+        seen[name] = column.name
+    if sanitize_name(schema.table) in _RESERVED:
+        return f"table {schema.table!r} has the name of an Avro type"
+    return None
+
+
+def representable(events: Any) -> bool:
+    """Whether every row change's table makes valid Avro records (see :func:`naming_problem`)."""
+    rows = (e for e in events if isinstance(e, RowChange))
+    return all(naming_problem(row.schema) is None for row in rows)
 
 
 # -- reading ------------------------------------------------------------------------------------
