@@ -401,9 +401,10 @@ def _add_replicate(commands: Any) -> None:
     parser.add_argument(
         "--mode",
         choices=("consistent", "eventual"),
-        default="consistent",
+        default=None,
         help="consistent: apply only up to the global watermark (snapshots of "
-        "upstream); eventual: apply at once (streams without watermarks)",
+        "upstream); eventual: apply at once (streams without watermarks). Default: "
+        "consistent, or eventual for protocols without watermarks (avro)",
     )
     parser.add_argument(
         "--trigger",
@@ -452,7 +453,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
     lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
     stop it any time, run it again, it resumes exactly.
     """
-    from ticdc_spark.spark.pipeline import PipelineConfig, run
+    from ticdc_spark.spark.pipeline import PipelineConfig, check_mode, default_mode, run
     from ticdc_spark.spark.session import local_session
 
     config = PipelineConfig(
@@ -460,7 +461,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         target=args.target,
         checkpoint=args.checkpoint,
-        mode=args.mode,
+        mode=args.mode or default_mode(args.protocol),
         trigger=args.trigger,
         options=_codec_options(args),
         source_options=parse_key_values(args.source_option, "--source-option"),
@@ -470,6 +471,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
         table_filter=tuple(args.filter),
     )
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
+    check_mode(config.protocol, config.mode)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
     spark = local_session("ticdc-spark replicate", settings=settings)
     spark.sparkContext.setLogLevel("ERROR")

@@ -18,6 +18,10 @@ and works out what to apply, in order:
   partition, offset); an UPDATE that changes the key deletes the old key and writes the new.
 * **Floors.** TRUNCATE and DROP TABLE record their commit ts; older changes of that table
   arriving later are void.
+* **Rows without a commit ts** (commit ts 0: an Avro tombstone, any Avro row without the TiDB
+  extension, a genuine Debezium stream) are ordered by their partition position, on
+  partitions that carry no watermarks (see :meth:`Planner._place_by_position` and
+  docs/pipeline.md "Rows without a commit ts").
 
 The planner also keeps the table catalog: schemas from CREATE/ALTER statements when it sees
 them, else from the schema JSON rows carry.  All of it (watermarks, held rows, catalog,
@@ -67,6 +71,10 @@ class ConsumerState:
     # the commit ts of each table's last schema DDL: rows older than it carry an older
     # schema, whose extra columns (since dropped) must not come back
     schema_ts: dict[TableKey, int] = field(default_factory=dict)
+    # partitions without watermarks: the highest commit ts seen per (topic/partition, table)
+    # and the last offset consumed per topic/partition (rows without a commit ts)
+    position_ts: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    position_offsets: dict[str, int] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -88,6 +96,8 @@ class ConsumerState:
                 "carried": [[db, t, text] for (db, t), text in self.carried.items()],
                 "partitions": sorted(self.partitions),
                 "schema_ts": [[db, t, ts] for (db, t), ts in self.schema_ts.items()],
+                "position_ts": [[p, db, t, ts] for (p, db, t), ts in self.position_ts.items()],
+                "position_offsets": self.position_offsets,
             }
         )
 
@@ -108,6 +118,8 @@ class ConsumerState:
             carried={(db, t): text for db, t, text in obj.get("carried", [])},
             partitions=set(obj.get("partitions", [])),
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
+            position_ts={(p, db, t): int(ts) for p, db, t, ts in obj.get("position_ts", [])},
+            position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
         )
 
 
@@ -244,6 +256,8 @@ class Planner:
         # No sort: a changelog keeps every partition's records in offset order, which is all
         # replay detection needs.
         batch, plan.replays = self._drop_replays(batch)
+        batch, replays = self._place_by_position(batch)
+        plan.replays += replays
         self._learn_watermarks(batch)
         pending = _concat(
             [pending_held, batch.filter(pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))]
@@ -345,6 +359,59 @@ class Planner:
                 keep[i] = False
         dropped = int((~keep).sum())
         return (batch.filter(pa.array(keep)) if dropped else batch), dropped
+
+    def _place_by_position(self, batch: Any) -> tuple[Any, int]:
+        """Order rows without a commit ts by their partition position (see docs/pipeline.md).
+
+        Only on partitions that carry no watermarks (which have no other replay detection):
+
+        * a record at or below the last offset consumed of its partition is a replay of the
+          source (at-least-once reading) and is dropped;
+        * a row with a commit ts below the highest one its table had reached on the
+          partition is a re-send of an older change (TiCDC writes each table's rows to a
+          partition in commit ts order, and re-sends from an earlier ts after a restart)
+          and is dropped: it can no longer resurrect a row a later tombstone deleted;
+        * a row without a commit ts (0) is given the place of its position: just after the
+          latest commit ts its table reached on the partition (that ts + 1), or, where the
+          partition never carried one (Avro without the extension), its offset + 1, so that
+          the rows of a key (which all go to one partition) keep their partition order.
+        """
+        import numpy as np
+        import pyarrow as pa
+
+        if not batch.num_rows:
+            return batch, 0
+        kinds = batch["kind"].to_pylist()
+        topics, partitions = batch["topic"].to_pylist(), batch["partition"].to_pylist()
+        databases, tables = batch["database"].to_pylist(), batch["table"].to_pylist()
+        offsets = batch["offset"].to_pylist()
+        ts = batch["commit_ts"].to_numpy(zero_copy_only=False).copy()
+        keep = np.ones(len(kinds), dtype=bool)
+        marked = self.state.watermarks
+        highest, consumed = self.state.position_ts, self.state.position_offsets
+        for i, kind in enumerate(kinds):
+            part = f"{topics[i]}/{partitions[i]}"
+            if kind != ROW or part in marked:
+                continue
+            if offsets[i] <= consumed.get(part, -1):
+                keep[i] = False
+                continue
+            consumed[part] = offsets[i]
+            slot = (part, databases[i], tables[i])
+            reached = highest.get(slot, 0)
+            if ts[i] == 0:
+                ts[i] = reached + 1 if reached else offsets[i] + 1
+            elif ts[i] < reached:
+                keep[i] = False
+            else:
+                highest[slot] = int(ts[i])
+        placed = batch.set_column(
+            batch.schema.get_field_index("commit_ts"),
+            "commit_ts",
+            pa.array(ts, batch.schema.field("commit_ts").type),
+        )
+        dropped = int((~keep).sum())
+        return (placed.filter(pa.array(keep)) if dropped else placed), dropped
 
     def _learn_watermarks(self, batch: Any) -> None:
         import pyarrow.compute as pc

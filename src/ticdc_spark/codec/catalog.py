@@ -30,6 +30,8 @@ class CodecSpec:
     encoder: Callable[[Any], Encoder]
     decoder: Callable[[Any], Decoder]
     aliases: tuple[str, ...] = ()
+    # whether the protocol can carry watermarks (consistent mode needs them)
+    watermarks: bool = True
 
     def parse_options(self, values: Mapping[str, Any] | None) -> Any:
         return parse_options(self.options, values)

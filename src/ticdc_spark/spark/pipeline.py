@@ -82,6 +82,26 @@ class PipelineConfig:
         return f"PipelineConfig({shown})"
 
 
+def default_mode(protocol: str) -> str:
+    """consistent, or eventual for a protocol that carries no watermarks."""
+    from ticdc_spark.codec import get_codec
+
+    return "consistent" if get_codec(protocol).watermarks else "eventual"
+
+
+def check_mode(protocol: str, mode: str) -> None:
+    """Refuse consistent mode for a protocol without watermarks, saying why."""
+    from ticdc_spark.codec import get_codec
+
+    if mode == "consistent" and not get_codec(protocol).watermarks:
+        raise ConfigError(
+            f"the {protocol} protocol carries no watermarks (resolved ts), so no applied "
+            "state can be known to be a transaction-consistent snapshot of upstream: "
+            "replicate it with --mode eventual (rows are ordered by commit ts and by their "
+            "partition position, see docs/pipeline.md)"
+        )
+
+
 def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
     """``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE``."""
     kind, sep, rest = target.partition(":")
@@ -207,6 +227,7 @@ def start(
 ) -> RunningPipeline:
     """Start the streaming query (``awaitTermination``/``stop`` as usual)."""
     table_filter = TableFilter(config.table_filter)  # (a bad rule fails before anything starts)
+    check_mode(config.protocol, config.mode)
     store = StateStore(config.checkpoint)
     sink = make_sink(config.target, app_id=store.pipeline_id())
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
