@@ -71,9 +71,9 @@ class ConsumerState:
     # the commit ts of each table's last schema DDL: rows older than it carry an older
     # schema, whose extra columns (since dropped) must not come back
     schema_ts: dict[TableKey, int] = field(default_factory=dict)
-    # partitions without watermarks: the highest commit ts seen per (topic/partition, table)
-    # and the last offset consumed per topic/partition (rows without a commit ts)
-    position_ts: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # partitions without watermarks (rows without a commit ts, see _place_by_position):
+    # the latest place given per (topic/partition, database, table)
+    positions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     position_offsets: dict[str, int] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
@@ -96,7 +96,7 @@ class ConsumerState:
                 "carried": [[db, t, text] for (db, t), text in self.carried.items()],
                 "partitions": sorted(self.partitions),
                 "schema_ts": [[db, t, ts] for (db, t), ts in self.schema_ts.items()],
-                "position_ts": [[p, db, t, ts] for (p, db, t), ts in self.position_ts.items()],
+                "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
             }
         )
@@ -118,7 +118,7 @@ class ConsumerState:
             carried={(db, t): text for db, t, text in obj.get("carried", [])},
             partitions=set(obj.get("partitions", [])),
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
-            position_ts={(p, db, t): int(ts) for p, db, t, ts in obj.get("position_ts", [])},
+            positions={(p, db, t): int(v) for p, db, t, v in obj.get("positions", [])},
             position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
         )
 
@@ -361,20 +361,20 @@ class Planner:
         return (batch.filter(pa.array(keep)) if dropped else batch), dropped
 
     def _place_by_position(self, batch: Any) -> tuple[Any, int]:
-        """Order rows without a commit ts by their partition position (see docs/pipeline.md).
+        """Place rows by their partition position where there is no other order to go by
+        (see docs/pipeline.md "Rows without a commit ts").
 
-        Only on partitions that carry no watermarks (which have no other replay detection):
-
-        * a record at or below the last offset consumed of its partition is a replay of the
-          source (at-least-once reading) and is dropped;
-        * a row with a commit ts below the highest one its table had reached on the
-          partition is a re-send of an older change (TiCDC writes each table's rows to a
-          partition in commit ts order, and re-sends from an earlier ts after a restart)
-          and is dropped: it can no longer resurrect a row a later tombstone deleted;
-        * a row without a commit ts (0) is given the place of its position: just after the
-          latest commit ts its table reached on the partition (that ts + 1), or, where the
-          partition never carried one (Avro without the extension), its offset + 1, so that
-          the rows of a key (which all go to one partition) keep their partition order.
+        Only on partitions that carry no watermarks.  Their rows carry no commit ts (Avro
+        tombstones, Avro without the TiDB extension, genuine Debezium), or one that cannot
+        order them against those.  Every row there gets a *place*, which the planner orders
+        by (it replaces the row's commit ts), per (partition, table): a row without a commit
+        ts the previous place + 1; a row with one its commit ts, but never below the previous
+        place (a re-sent older change: at the previous place, after it since at one place
+        deletes go first; a re-sent older DELETE at the previous place + 1).  So places
+        follow the partition order, and equal the commit ts where those already do.  The
+        rows of one key all go to one partition (TiCDC dispatches by key), so each key's
+        changes apply in the order they were written; a record at or below the last offset
+        consumed of its partition is a replay of the source and is dropped.
         """
         import numpy as np
         import pyarrow as pa
@@ -384,11 +384,11 @@ class Planner:
         kinds = batch["kind"].to_pylist()
         topics, partitions = batch["topic"].to_pylist(), batch["partition"].to_pylist()
         databases, tables = batch["database"].to_pylist(), batch["table"].to_pylist()
-        offsets = batch["offset"].to_pylist()
+        offsets, ops = batch["offset"].to_pylist(), batch["op"].to_pylist()
         ts = batch["commit_ts"].to_numpy(zero_copy_only=False).copy()
         keep = np.ones(len(kinds), dtype=bool)
-        marked = self.state.watermarks
-        highest, consumed = self.state.position_ts, self.state.position_offsets
+        marked, consumed = self.state.watermarks, self.state.position_offsets
+        places = self.state.positions
         for i, kind in enumerate(kinds):
             part = f"{topics[i]}/{partitions[i]}"
             if kind != ROW or part in marked:
@@ -398,13 +398,12 @@ class Planner:
                 continue
             consumed[part] = offsets[i]
             slot = (part, databases[i], tables[i])
-            reached = highest.get(slot, 0)
-            if ts[i] == 0:
-                ts[i] = reached + 1 if reached else offsets[i] + 1
-            elif ts[i] < reached:
-                keep[i] = False
-            else:
-                highest[slot] = int(ts[i])
+            previous = places.get(slot, 0)
+            if ts[i] == 0 or (ts[i] < previous and ops[i] == "DELETE"):
+                ts[i] = previous + 1
+            elif ts[i] < previous:
+                ts[i] = previous  # (at one place deletes go first: this row stays after)
+            places[slot] = int(ts[i])
         placed = batch.set_column(
             batch.schema.get_field_index("commit_ts"),
             "commit_ts",
