@@ -213,8 +213,10 @@ class Applier:
         on_error: str = "dead-letter",
         partitions: tuple[str, ...] = (),
         track_commits: bool = False,
+        rows_define_schema: bool = False,
     ) -> None:
         self.sink = sink
+        self.rows_define_schema = rows_define_schema  # (protocols without DDL: Avro)
         self.store = store
         self.mode = mode
         self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
@@ -227,7 +229,9 @@ class Applier:
         """Apply one micro-batch of changelog rows (a pyarrow Table)."""
         started = time.perf_counter()
         state = self.store.load(batch)
-        planner = Planner(self.mode, state, self.partitions)
+        planner = Planner(
+            self.mode, state, self.partitions, rows_define_schema=self.rows_define_schema
+        )
         plan = planner.plan(changelog)
         report = BatchReport(
             batch,

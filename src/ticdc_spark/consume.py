@@ -38,7 +38,15 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.changelog import BOOTSTRAP, DDL, ERROR, ROW, WATERMARK, schema_from_json
+from ticdc_spark.changelog import (
+    BOOTSTRAP,
+    DDL,
+    ERROR,
+    ROW,
+    WATERMARK,
+    schema_from_json,
+    schema_json,
+)
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.model import Column, DDLType, DefaultExpression, Index, TableSchema
 
@@ -219,10 +227,14 @@ class Planner:
         mode: str = "consistent",
         state: ConsumerState | None = None,
         partitions: Iterable[str] = (),
+        *,
+        rows_define_schema: bool = False,
     ) -> None:
         if mode not in ("consistent", "eventual"):
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
         self.mode = mode
+        # protocols without DDL (Avro): a table follows the schemas its rows carry, in order
+        self.rows_define_schema = rows_define_schema
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._schema_texts: list[str] = []
@@ -509,12 +521,46 @@ class Planner:
             part = self._above_floor(key, part)
             if not part.num_rows:
                 continue
-            schema = self._table_schema(key, part)
-            changes, bad = final_changes(self._with_images(part), schema)
-            unusable.append(bad)
-            if changes.num_rows:
-                plan.steps.append(TableChanges(database, table, schema, changes))
+            runs = self._schema_runs(key, part) if self.rows_define_schema else [part]
+            for run in runs:
+                if isinstance(run, DDLStep):
+                    plan.steps.append(run)
+                    continue
+                schema = self._table_schema(key, run)
+                changes, bad = final_changes(self._with_images(run), schema)
+                unusable.append(bad)
+                if changes.num_rows:
+                    plan.steps.append(TableChanges(database, table, schema, changes))
         return _concat(unusable)
+
+    def _schema_runs(self, key: TableKey, rows: Any) -> Iterator[Any]:
+        """A table's rows cut where the schema they carry changes, in order, with a schema
+        step at each cut.
+
+        For protocols that carry no DDL (Avro: each row carries its writer schema), a table
+        follows its rows' schemas: columns added, widened or dropped between two rows become
+        a :class:`DDLStep` (``after`` the new schema) between them.  DELETEs carry only the
+        key and say nothing of the other columns: they never cut.
+        """
+        import numpy as np
+
+        ids = rows["_schema_id"].to_numpy(zero_copy_only=False)
+        deletes = rows["op"].to_numpy(zero_copy_only=False) == "DELETE"
+        stamps = rows["commit_ts"].to_pylist()
+        start = 0
+        known = self.state.tables.get(key)
+        for i in np.flatnonzero(~deletes & (ids >= 0)):
+            carried = schema_from_json(self._schema_texts[ids[i]], *key)
+            if known is None:
+                known = self.state.tables[key] = carried
+            elif schema_json(carried) != schema_json(known):
+                if i > start:
+                    yield rows.slice(start, i - start)
+                start = int(i)
+                sql = f"-- {key[0]}.{key[1]} follows the schema its rows carry"
+                yield DDLStep(key[0], key[1], stamps[i], sql, DDLType.MODIFY_COLUMN, known, carried)
+                known = self.state.tables[key] = carried
+        yield rows.slice(start)
 
     def _above_floor(self, key: TableKey, rows: Any) -> Any:
         import pyarrow.compute as pc

@@ -30,8 +30,10 @@ class CodecSpec:
     encoder: Callable[[Any], Encoder]
     decoder: Callable[[Any], Decoder]
     aliases: tuple[str, ...] = ()
-    # whether the protocol can carry watermarks (consistent mode needs them)
+    # whether the protocol can carry watermarks (consistent mode needs them) and DDL (when
+    # not, a table follows the schemas its rows carry)
     watermarks: bool = True
+    ddl: bool = True
 
     def parse_options(self, values: Mapping[str, Any] | None) -> Any:
         return parse_options(self.options, values)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ticdc_spark.apply import Applier, BatchReport, ChangelogLog, DeadLetterWriter, StateStore
+from ticdc_spark.codec import get_codec
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
@@ -84,15 +85,11 @@ class PipelineConfig:
 
 def default_mode(protocol: str) -> str:
     """consistent, or eventual for a protocol that carries no watermarks."""
-    from ticdc_spark.codec import get_codec
-
     return "consistent" if get_codec(protocol).watermarks else "eventual"
 
 
 def check_mode(protocol: str, mode: str) -> None:
     """Refuse consistent mode for a protocol without watermarks, saying why."""
-    from ticdc_spark.codec import get_codec
-
     if mode == "consistent" and not get_codec(protocol).watermarks:
         raise ConfigError(
             f"the {protocol} protocol carries no watermarks (resolved ts), so no applied "
@@ -239,6 +236,7 @@ def start(
         dead_letters=dead,
         on_error="stop" if config.on_error == "stop" else "dead-letter",
         track_commits=config.track_commits,
+        rows_define_schema=not get_codec(config.protocol).ddl,
     )
     changelog = decode(
         source_df,

@@ -18,4 +18,4 @@ from ticdc_spark.codec.catalog import CodecSpec, register
 
 __all__ = ["AvroDecoder", "AvroEncoder", "AvroOptions"]
 
-register(CodecSpec(PROTOCOL, AvroOptions, AvroEncoder, AvroDecoder, watermarks=False))
+register(CodecSpec(PROTOCOL, AvroOptions, AvroEncoder, AvroDecoder, watermarks=False, ddl=False))
