@@ -89,8 +89,13 @@ def run_batches(
     mode: str = "consistent",
     start: int = 0,
 ) -> Applier:
+    spec = get_codec(protocol)
     applier = Applier(
-        sink, StateStore(checkpoint), mode=mode, rows_define_schema=not get_codec(protocol).ddl
+        sink,
+        StateStore(checkpoint),
+        mode=mode,
+        rows_define_schema=not spec.ddl,
+        place_by_position=not spec.watermarks,
     )
     for number, batch in enumerate(batches, start):
         applier.apply(changelog(batch, protocol, options), number)

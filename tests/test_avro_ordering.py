@@ -52,7 +52,9 @@ def apply(options: dict[str, str], batches: list[list[Message]]) -> list[dict[in
     table: dict[int, str] = {}
     states, state = [], ConsumerState()
     for batch in batches:
-        plan = Planner("eventual", state).plan(changelog(batch, "avro", options))
+        plan = Planner("eventual", state, place_by_position=True).plan(
+            changelog(batch, "avro", options)
+        )
         for step in plan.steps:
             assert isinstance(step, TableChanges)
             for change in step.rows.to_pylist():

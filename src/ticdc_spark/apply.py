@@ -214,9 +214,12 @@ class Applier:
         partitions: tuple[str, ...] = (),
         track_commits: bool = False,
         rows_define_schema: bool = False,
+        place_by_position: bool = False,
     ) -> None:
         self.sink = sink
-        self.rows_define_schema = rows_define_schema  # (protocols without DDL: Avro)
+        # (protocols without DDL, and without watermarks: Avro; see consume.Planner)
+        self.rows_define_schema = rows_define_schema
+        self.place_by_position = place_by_position
         self.store = store
         self.mode = mode
         self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
@@ -230,7 +233,11 @@ class Applier:
         started = time.perf_counter()
         state = self.store.load(batch)
         planner = Planner(
-            self.mode, state, self.partitions, rows_define_schema=self.rows_define_schema
+            self.mode,
+            state,
+            self.partitions,
+            rows_define_schema=self.rows_define_schema,
+            place_by_position=self.place_by_position,
         )
         plan = planner.plan(changelog)
         report = BatchReport(

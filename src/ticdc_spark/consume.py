@@ -19,9 +19,9 @@ and works out what to apply, in order:
 * **Floors.** TRUNCATE and DROP TABLE record their commit ts; older changes of that table
   arriving later are void.
 * **Rows without a commit ts** (commit ts 0: an Avro tombstone, any Avro row without the TiDB
-  extension, a genuine Debezium stream) are ordered by their partition position, on
-  partitions that carry no watermarks (see :meth:`Planner._place_by_position` and
-  docs/pipeline.md "Rows without a commit ts").
+  extension, a genuine Debezium stream): for protocols without watermarks
+  (``place_by_position``) rows are ordered by their partition position (see
+  :meth:`Planner._place_by_position` and docs/pipeline.md "Rows without a commit ts").
 
 The planner also keeps the table catalog: schemas from CREATE/ALTER statements when it sees
 them, else from the schema JSON rows carry.  All of it (watermarks, held rows, catalog,
@@ -229,12 +229,15 @@ class Planner:
         partitions: Iterable[str] = (),
         *,
         rows_define_schema: bool = False,
+        place_by_position: bool = False,
     ) -> None:
         if mode not in ("consistent", "eventual"):
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
         self.mode = mode
         # protocols without DDL (Avro): a table follows the schemas its rows carry, in order
         self.rows_define_schema = rows_define_schema
+        # protocols without watermarks (Avro): rows ordered by their partition position
+        self.place_by_position = place_by_position
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._schema_texts: list[str] = []
@@ -268,8 +271,9 @@ class Planner:
         # No sort: a changelog keeps every partition's records in offset order, which is all
         # replay detection needs.
         batch, plan.replays = self._drop_replays(batch)
-        batch, replays = self._place_by_position(batch)
-        plan.replays += replays
+        if self.place_by_position:
+            batch, replays = self._place_by_position(batch)
+            plan.replays += replays
         self._learn_watermarks(batch)
         pending = _concat(
             [pending_held, batch.filter(pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))]
@@ -399,13 +403,14 @@ class Planner:
         offsets, ops = batch["offset"].to_pylist(), batch["op"].to_pylist()
         ts = batch["commit_ts"].to_numpy(zero_copy_only=False).copy()
         keep = np.ones(len(kinds), dtype=bool)
-        marked, consumed = self.state.watermarks, self.state.position_offsets
-        places = self.state.positions
+        marked, places = self.state.watermarks, self.state.positions
+        consumed = self.state.position_offsets
+        floor = dict(consumed)  # (the rows of one record share its offset)
         for i, kind in enumerate(kinds):
             part = f"{topics[i]}/{partitions[i]}"
             if kind != ROW or part in marked:
                 continue
-            if offsets[i] <= consumed.get(part, -1):
+            if offsets[i] <= floor.get(part, -1):
                 keep[i] = False
                 continue
             consumed[part] = offsets[i]
