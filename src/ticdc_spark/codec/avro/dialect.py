@@ -177,7 +177,24 @@ _DECODERS = {
     Family.BIT: _constant(_bit_value),
 }
 
-_PRECISE_LONG = Dialect("avro", _DECODERS, _ENCODERS)
+
+
+def _wire_text(ctype: ColumnType) -> Converter:
+    """The changelog text of a temporal value: the MySQL text TiCDC wrote, as written (its
+    fsp digits kept, which the writer schema does not say), once it parses."""
+    parse = MYSQL_TEXT_DECODERS[ctype.family](ctype)
+
+    def text(value: str) -> str:
+        parse(value)
+        return value
+
+    return text
+
+
+_TEMPORAL = (Family.DATE, Family.DATETIME, Family.TIME)
+_PRECISE_LONG = Dialect("avro", _DECODERS, _ENCODERS).derive(
+    "avro", texts=dict.fromkeys(_TEMPORAL, _wire_text)
+)
 _DIALECTS = {
     ("precise", "long"): _PRECISE_LONG,
     ("string", "long"): _PRECISE_LONG.derive(
