@@ -211,6 +211,35 @@ for _decimal, _base in list(_DIALECTS.items()):
     )
 
 
+def _text_as_is(value: str) -> str:
+    return value
+
+
+def _text_of_int(value: int) -> str:
+    return str(value)
+
+
+# The changelog text straight from the Avro datum where that is a plain step (the text of
+# the canonical value, without building it); fastavro has checked the datum's type against
+# the writer schema, and the writer schema's types against its tidb_type (schema.read_field).
+_DIRECT_TEXTS = {
+    Family.STRING: _constant(_text_as_is),
+    Family.JSON: _constant(_text_as_is),
+    Family.YEAR: _constant(_text_of_int),
+}
+for _name, _dialect in list(_DIALECTS.items()):
+    _direct = dict(_DIRECT_TEXTS)
+    if _name[1] == "string":
+        _direct[Family.INTEGER] = lambda ctype: _text_as_is if _is_bigint_unsigned(ctype) else str
+    else:
+        _direct[Family.INTEGER] = lambda ctype: (
+            (lambda v: str(_unwrap_u64(v))) if _is_bigint_unsigned(ctype) else str
+        )
+    if _name[0] == "string":
+        _direct[Family.DECIMAL] = _wire_text
+    _DIALECTS[_name] = _dialect.derive(_dialect.name, texts=_direct)
+
+
 def dialect_for(decimal_mode: str, bigint_unsigned_mode: str) -> Dialect:
     """The dialect of ``avro-decimal-handling-mode`` and ``avro-bigint-unsigned-handling-mode``."""
     return _DIALECTS[(decimal_mode, bigint_unsigned_mode)]

@@ -220,17 +220,26 @@ def representable(events: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class FieldInfo:
-    """One column field of a writer schema: its name, column type and nullability."""
+    """One column field of a writer schema: its name, column type, nullability and Avro
+    primitive (which says the handling mode: a DECIMAL or BIGINT UNSIGNED as ``string``)."""
 
     name: str
     ctype: ColumnType
     nullable: bool
+    primitive: str = ""
+
+    @property
+    def modes(self) -> tuple[str, str]:
+        """(decimal, bigint-unsigned) handling modes this field was written with."""
+        family, as_text = self.ctype.family, self.primitive == "string"
+        decimal = "string" if family is Family.DECIMAL and as_text else "precise"
+        bigint = "string" if family is Family.INTEGER and as_text else "long"
+        return decimal, bigint
 
 
 _ALLOWED_SPLIT = re.compile(r"(?<!\\),")
 _INT_TYPES = {
     ("INT", "int"): ColumnType("int"),
-    ("INT", "long"): ColumnType("int"),
     ("INT UNSIGNED", "int"): ColumnType("mediumint", unsigned=True),
     ("INT UNSIGNED", "long"): ColumnType("int", unsigned=True),
 }
@@ -288,7 +297,13 @@ def read_field(field: Mapping[str, Any]) -> FieldInfo:
         avro_type = branches[0]
     if not isinstance(avro_type, Mapping):
         raise ValueError(f"field {field['name']!r} has no connect.parameters")
-    return FieldInfo(field["name"], column_type_of(avro_type), nullable)
+    ctype, primitive = column_type_of(avro_type), avro_type.get("type")
+    allowed = {_avro_primitive(ctype, d, b) for d in ("precise", "string") for b in ("long", "string")}
+    if primitive not in allowed:
+        raise ValueError(
+            f"field {field['name']!r}: tidb_type {ctype.sql()} is never Avro {primitive!r}"
+        )
+    return FieldInfo(field["name"], ctype, nullable, str(primitive))
 
 
 def column_fields(record: Mapping[str, Any]) -> list[FieldInfo]:
