@@ -70,32 +70,38 @@ def codec(url: str, rows: int, repeat: int) -> None:
         schemas = {i: parse_schema(orjson.loads(client.schema_text(i))) for i in ids}
         bodies = [(schemas[int.from_bytes(m.value[1:5], "big")], m.value[5:]) for m in messages]
         decoder = make_decoder("avro", {**OPTIONS, "schema-registry": url})
-
-        def floor() -> None:
-            for schema, body in bodies:
-                schemaless_reader(io.BytesIO(body), schema, None)
-
-        def events() -> None:
-            for message in messages:
-                decoder.decode(message)
-
-        def changelog() -> None:
-            sink = ChangelogBuilder()
-            for message in messages:
-                decoder.decode_into(message, sink)
-            sink.to_batch()
-
-        base = best(repeat, floor)
-        for name, run in (
-            ("fastavro schemaless_reader", floor),
-            ("decode() to events", events),
-            ("decode_into the changelog", changelog),
-        ):
-            seconds = base if run is floor else best(repeat, run)
+        for name, seconds, base in _timings(messages, bodies, decoder, repeat):
             print(
                 f"{table:<10} {name:<26} {seconds:>8.3f} {len(messages) / seconds:>10,.0f}"
                 f" {base / seconds:>6.2f}"
             )
+
+
+def _timings(
+    messages: list[Message], bodies: list[tuple[Any, bytes]], decoder: Any, repeat: int
+) -> list[tuple[str, float, float]]:
+    """(what, seconds, floor seconds) for fastavro alone and the decoder's two paths."""
+
+    def floor() -> None:
+        for schema, body in bodies:
+            schemaless_reader(io.BytesIO(body), schema, None)
+
+    def events() -> None:
+        for message in messages:
+            decoder.decode(message)
+
+    def changelog() -> None:
+        sink = ChangelogBuilder()
+        for message in messages:
+            decoder.decode_into(message, sink)
+        sink.to_batch()
+
+    base = best(repeat, floor)
+    return [
+        ("fastavro schemaless_reader", base, base),
+        ("decode() to events", best(repeat, events), base),
+        ("decode_into the changelog", best(repeat, changelog), base),
+    ]
 
 
 # -- the Spark decode stage ----------------------------------------------------------------------
@@ -119,10 +125,7 @@ def kafka_frame(spark: Any, messages: list[Message]) -> Any:
 def naive(df: Any, url: str) -> Any:
     from pyspark.sql import functions as F
 
-    out = (
-        "struct<op:string,database:string,table:string,commit_ts:bigint,"
-        "after:map<string,string>>"
-    )
+    out = "struct<op:string,database:string,table:string,commit_ts:bigint,after:map<string,string>>"
     schemas: dict[int, Any] = {}
 
     @F.udf(out, useArrow=False)  # the classic pickled row-at-a-time UDF
@@ -188,7 +191,11 @@ def decode_stage(url: str, count: int, rounds: int) -> None:
     messages = avro_messages(url, count // 2, "sbtest") + avro_messages(url, count // 2, "alltypes")
     df = kafka_frame(spark, messages)
     df.count()
-    contenders = {"naive fastavro UDF": naive, "ticdc decode": ours, "transfer floor": transfer_floor}
+    contenders = {
+        "naive fastavro UDF": naive,
+        "ticdc decode": ours,
+        "transfer floor": transfer_floor,
+    }
     results: dict[str, float] = {}
     for _ in range(rounds):  # interleaved rounds: the machine's noise hits all alike
         for name, build in contenders.items():

@@ -26,12 +26,11 @@ from ticdc_spark.codec.avro import schema as avro_schema
 from ticdc_spark.codec.avro.dialect import dialect_for
 from ticdc_spark.codec.avro.registry import Retries, SchemaRegistry, registry
 from ticdc_spark.codec.avro.wire import frame
-from ticdc_spark.dispatch import TopicRouter
+from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import ConfigError, DecodeError, EncodeError, RegistryError
 from ticdc_spark.io.registry_server import RegistryServer
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
 from ticdc_spark.produce import CaptureStreamOutput, Producer
-from ticdc_spark.dispatch import make_dispatcher
 from ticdc_spark.types import ColumnType as T
 
 FIXTURES = Path(__file__).parent / "fixtures" / "avro"
@@ -129,7 +128,9 @@ def test_names_sanitized_as_ticdc() -> None:
         ("N-amespace", "S.chema", "N_amespace.S_chema"),
     ]:
         schema = TableSchema(database, "t", (Column("a", T("int")),))
-        text = avro_schema.record_schema(schema, schema.columns, "precise", "long", False, namespace)
+        text = avro_schema.record_schema(
+            schema, schema.columns, "precise", "long", False, namespace
+        )
         assert json.loads(text)["namespace"] == expected
 
 
@@ -180,12 +181,19 @@ def test_every_type_round_trips(decimal: str, bigint: str, image: dict, kind: Ro
     }
     ts = compose_ts(1_700_000_000_123, 7)
     before = image if kind is RowKind.UPDATE else None
-    [message] = make_encoder("avro", options).encode([RowChange(kind, ALL_TYPES, ts, before, image)])
+    [message] = make_encoder("avro", options).encode(
+        [RowChange(kind, ALL_TYPES, ts, before, image)]
+    )
     [row] = make_decoder("avro", options).decode(message)
     assert isinstance(row, RowChange)
     key = {"id": image["id"]} if kind is RowKind.UPDATE else None
     assert (row.kind, row.commit_ts, row.before, row.database, row.table) == (
-        kind, ts, key, "shop", "all_types")
+        kind,
+        ts,
+        key,
+        "shop",
+        "all_types",
+    )
     assert row.after == image
     for sent, got in zip(ALL_TYPES.columns, row.schema.columns, strict=True):
         if decimal == "string" and sent.type.name == "decimal":  # precision, scale not sent
@@ -197,13 +205,19 @@ def test_every_type_round_trips(decimal: str, bigint: str, image: dict, kind: Ro
 
 def test_bigint_unsigned_above_int64_in_long_mode_reads_back() -> None:
     options = {"schema-registry": "mock://u64", "enable-tidb-extension": "true"}
-    schema = TableSchema("d", "t", (Column("id", T("bigint", unsigned=True), nullable=False),),
-                         (Index("PRIMARY", ("id",), primary=True, unique=True),))
+    schema = TableSchema(
+        "d",
+        "t",
+        (Column("id", T("bigint", unsigned=True), nullable=False),),
+        (Index("PRIMARY", ("id",), primary=True, unique=True),),
+    )
     [message] = make_encoder("avro", options).encode(
-        [RowChange(RowKind.INSERT, schema, 1 << 18, None, {"id": 2**64 - 1})])
+        [RowChange(RowKind.INSERT, schema, 1 << 18, None, {"id": 2**64 - 1})]
+    )
     body = message.value[5:]  # the long is the signed reinterpretation, as Go's cast writes it
-    parsed = fastavro.parse_schema(json.loads(registry("mock://u64").schema_text(
-        int.from_bytes(message.value[1:5], "big"))))
+    parsed = fastavro.parse_schema(
+        json.loads(registry("mock://u64").schema_text(int.from_bytes(message.value[1:5], "big")))
+    )
     assert fastavro.schemaless_reader(io.BytesIO(body), parsed, None)["id"] == -1
     [row] = make_decoder("avro", options).decode(message)
     assert row.after == {"id": 2**64 - 1}
@@ -215,8 +229,9 @@ def test_without_extension_rows_are_upserts_without_commit_ts() -> None:
     [message] = make_encoder("avro", options).encode([row])
     [back] = make_decoder("avro", options).decode(message)
     assert (back.kind, back.commit_ts) == (RowKind.INSERT, 0)
-    value_schema = json.loads(registry("mock://plain").schema_text(
-        int.from_bytes(message.value[1:5], "big")))
+    value_schema = json.loads(
+        registry("mock://plain").schema_text(int.from_bytes(message.value[1:5], "big"))
+    )
     assert not {f["name"] for f in value_schema["fields"]} & {"_tidb_op", "_tidb_commit_ts"}
 
 
@@ -249,16 +264,26 @@ def test_ddl_and_watermarks_make_no_messages() -> None:
     from ticdc_spark.model import DDLEvent, DDLType, Watermark
 
     encoder = make_encoder("avro", {"schema-registry": "mock://none"})
-    assert encoder.encode([Watermark(5), DDLEvent(DDLType.CREATE_TABLE, "create", 5, "d", "t")]) == []
+    assert (
+        encoder.encode([Watermark(5), DDLEvent(DDLType.CREATE_TABLE, "create", 5, "d", "t")]) == []
+    )
 
 
 def test_topic_rule_without_schema_and_table_is_rejected_up_front() -> None:
     encoder = make_encoder("avro", {"schema-registry": "mock://rule"})
     with pytest.raises(ConfigError, match=r"\{schema\} and \{table\}"):
-        Producer(encoder, CaptureStreamOutput(io.BytesIO()), router=TopicRouter("cdc_{schema}"),
-                 dispatcher=make_dispatcher("default"))
-    Producer(encoder, CaptureStreamOutput(io.BytesIO()), router=TopicRouter("cdc.{schema}.{table}"),
-             dispatcher=make_dispatcher("default"))
+        Producer(
+            encoder,
+            CaptureStreamOutput(io.BytesIO()),
+            router=TopicRouter("cdc_{schema}"),
+            dispatcher=make_dispatcher("default"),
+        )
+    Producer(
+        encoder,
+        CaptureStreamOutput(io.BytesIO()),
+        router=TopicRouter("cdc.{schema}.{table}"),
+        dispatcher=make_dispatcher("default"),
+    )
     [message] = encoder.encode([RowChange(RowKind.INSERT, ALL_TYPES, 1, None, _full({"id": 1}))])
     assert message.topic == "cdc_shop_all_types"  # subjects: the topic's dots made "_"
 
@@ -274,7 +299,8 @@ def test_options_need_a_registry() -> None:
 def _one_message(url: str) -> Message:
     options = {"schema-registry": url, "enable-tidb-extension": "true"}
     [message] = make_encoder("avro", options).encode(
-        [RowChange(RowKind.INSERT, ALL_TYPES, 1 << 18, None, _full({"id": 1, "c_text": "x" * 40}))])
+        [RowChange(RowKind.INSERT, ALL_TYPES, 1 << 18, None, _full({"id": 1, "c_text": "x" * 40}))]
+    )
     message.topic, message.partition, message.offset = "shop_all_types", 2, 41
     return message
 
@@ -338,8 +364,9 @@ def test_registry_basic_auth_and_secret_never_shown() -> None:
 def test_ids_are_cached_no_call_per_message() -> None:
     with RegistryServer() as server:
         options = {"schema-registry": server.url, "enable-tidb-extension": "true"}
-        rows = [RowChange(RowKind.INSERT, ALL_TYPES, i << 18, None, _full({"id": i}))
-                for i in range(50)]
+        rows = [
+            RowChange(RowKind.INSERT, ALL_TYPES, i << 18, None, _full({"id": i})) for i in range(50)
+        ]
         messages = make_encoder("avro", options).encode(rows)
         registered = server.requests
         assert registered == 2  # the key schema and the value schema, once
@@ -367,11 +394,14 @@ def test_incompatible_schema_stops_the_encoder_naming_subject() -> None:
         options = {"schema-registry": server.url}
         encoder = make_encoder("avro", options)
         encoder.encode([RowChange(RowKind.INSERT, ALL_TYPES, 1, None, _full({"id": 1}))])
-        wider = TableSchema(ALL_TYPES.database, ALL_TYPES.table,
-                            (*ALL_TYPES.columns, Column("added", T("int"), nullable=False)),
-                            ALL_TYPES.indexes)
+        wider = TableSchema(
+            ALL_TYPES.database,
+            ALL_TYPES.table,
+            (*ALL_TYPES.columns, Column("added", T("int"), nullable=False)),
+            ALL_TYPES.indexes,
+        )
         image = {**_full({"id": 2}), "added": 5}
-        with pytest.raises(RegistryError, match="'shop_all_types-value' as incompatible.*added"):
+        with pytest.raises(RegistryError, match=r"'shop_all_types-value' as incompatible.*added"):
             encoder.encode([RowChange(RowKind.INSERT, wider, 2, None, image)])
 
 
@@ -385,15 +415,32 @@ def test_cli_decodes_a_capture_of_key_and_value(tmp_path: Path, capsys: Any) -> 
         ]
         lines = []
         for offset, m in enumerate(encoder.encode(rows)):
-            lines.append(orjson.dumps({
-                "topic": m.topic, "partition": 0, "offset": offset, "timestamp": None,
-                "key": base64.b64encode(m.key).decode(),
-                "value": base64.b64encode(m.value).decode() if m.value else None,
-            }))
+            lines.append(
+                orjson.dumps(
+                    {
+                        "topic": m.topic,
+                        "partition": 0,
+                        "offset": offset,
+                        "timestamp": None,
+                        "key": base64.b64encode(m.key).decode(),
+                        "value": base64.b64encode(m.value).decode() if m.value else None,
+                    }
+                )
+            )
         capture = tmp_path / "capture.jsonl"
         capture.write_bytes(b"\n".join(lines) + b"\n")
-        code = main(["decode", "-p", "avro", "--schema-registry", server.url,
-                     "--option", "enable-tidb-extension=true", str(capture)])
+        code = main(
+            [
+                "decode",
+                "-p",
+                "avro",
+                "--schema-registry",
+                server.url,
+                "--option",
+                "enable-tidb-extension=true",
+                str(capture),
+            ]
+        )
         out, err = capsys.readouterr()
         assert code == 0, err
         events = [orjson.loads(line) for line in out.splitlines()]
@@ -401,7 +448,9 @@ def test_cli_decodes_a_capture_of_key_and_value(tmp_path: Path, capsys: Any) -> 
         assert events[0]["after"]["c_enum"] == "2" and events[1]["before"] == {"id": "1"}
         assert events[0]["pk"] == ["id"]
         server.__exit__()
-        code = main(["decode", "-p", "avro", "--schema-registry", "http://127.0.0.1:9", str(capture)])
+        code = main(
+            ["decode", "-p", "avro", "--schema-registry", "http://127.0.0.1:9", str(capture)]
+        )
         assert code == 1 and "unreachable" in capsys.readouterr().err
 
 

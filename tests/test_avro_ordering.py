@@ -6,6 +6,7 @@ stream is consumed (a re-send replays old states on its way, in order)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -70,7 +71,7 @@ def apply(options: dict[str, str], batches: list[list[Message]]) -> list[dict[in
 
 def splits(items: list[Any], cuts: list[int]) -> list[list[Any]]:
     bounds = [0, *sorted(set(cuts)), len(items)]
-    return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+    return [items[a:b] for a, b in itertools.pairwise(bounds) if b > a]
 
 
 HISTORY = [

@@ -4,6 +4,7 @@ rows, however the stream is cut into batches; and the pipeline's mode rules for 
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_older_schema_ids_still_decode() -> None:
 def test_the_table_follows_three_schema_versions(cuts: list[int], tmp_path: Path) -> None:
     messages = stream()
     bounds = [0, *cuts, len(messages)]
-    batches = [messages[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    batches = [messages[a:b] for a, b in itertools.pairwise(bounds)]
     sink = DeltaSink(tmp_path / "lake")
     run_batches(batches, "avro", OPTIONS, sink, tmp_path / "checkpoint", mode="eventual")
     table = sink.read(("shop", "t"))
@@ -74,6 +75,6 @@ def test_widening_keeps_values_that_need_the_wider_type(tmp_path: Path) -> None:
 
 def test_avro_replicates_in_eventual_mode_and_refuses_consistent() -> None:
     assert default_mode("avro") == "eventual" and default_mode("canal-json") == "consistent"
-    with pytest.raises(ConfigError, match="carries no watermarks.*--mode eventual"):
+    with pytest.raises(ConfigError, match=r"carries no watermarks.*--mode eventual"):
         check_mode("avro", "consistent")
     check_mode("avro", "eventual")

@@ -171,7 +171,9 @@ def renamed(row: RowChange, rename: Any) -> RowChange:
     def image(values: Mapping[str, Any] | None) -> dict[str, Any] | None:
         return None if values is None else {rename(k): v for k, v in values.items()}
 
-    return dataclasses.replace(row, schema=new_schema, before=image(row.before), after=image(row.after))
+    return dataclasses.replace(
+        row, schema=new_schema, before=image(row.before), after=image(row.after)
+    )
 
 
 def _key(row: RowChange, image: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -287,7 +287,8 @@ def _avro_variant(label: str, options: dict[str, str], **carries: Any) -> Varian
     from ticdc_spark.codec.avro.schema import avro_type_view, sanitize_name
 
     view = carries.pop("type_view", avro_type_view)
-    common = dict(watermarks=False, ddl=False, key=True, delete_key_only=True, compiled=False)
+    common = {"watermarks": False, "ddl": False, "key": True, "delete_key_only": True}
+    common["compiled"] = False
     return Variant(
         label,
         {"schema-registry": f"mock://contract-{label}", **options},
@@ -311,9 +312,7 @@ OPAQUE = Framing(_opaque, _join_whole)
 AVRO = Profile(
     "avro",
     (
-        _avro_variant(
-            "tidb-extension", _EXTENSION, delete_commit_ts=False, update_before=False
-        ),
+        _avro_variant("tidb-extension", _EXTENSION, delete_commit_ts=False, update_before=False),
         _avro_variant(
             "string-modes",
             {

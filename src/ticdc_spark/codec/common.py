@@ -19,8 +19,8 @@ from ticdc_spark.types import Family, infer_fsp, value_misfit
 
 __all__ = [
     "LRUCache",
-    "as_decode_error",
     "TemporalFsp",
+    "as_decode_error",
     "changed_columns",
     "decoding",
     "handle_key_image",

@@ -44,7 +44,8 @@ class RegistryServer:
     @property
     def url(self) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        name = host.decode() if isinstance(host, bytes) else host
+        return f"http://{name}:{port}"
 
     def __enter__(self) -> RegistryServer:
         self._thread.start()
@@ -86,8 +87,11 @@ class RegistryServer:
         if versions and self.compatibility == "BACKWARD":
             reason = _backward_problem(json.loads(self.schemas[versions[-1] - 1]), json.loads(text))
             if reason:
-                return 409, {"error_code": 409, "message": f"Schema being registered is "
-                             f"incompatible with an earlier schema: {reason}"}
+                return 409, {
+                    "error_code": 409,
+                    "message": f"Schema being registered is "
+                    f"incompatible with an earlier schema: {reason}",
+                }
         self.schemas.append(text)
         versions.append(len(self.schemas))
         return 200, {"id": len(self.schemas)}

@@ -178,7 +178,6 @@ _DECODERS = {
 }
 
 
-
 def _wire_text(ctype: ColumnType) -> Converter:
     """The changelog text of a temporal value: the MySQL text TiCDC wrote, as written (its
     fsp digits kept, which the writer schema does not say), once it parses."""

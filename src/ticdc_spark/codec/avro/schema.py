@@ -108,7 +108,7 @@ def _avro_primitive(ctype: ColumnType, decimal_mode: str, bigint_mode: str) -> s
             return "string"
         return "long"
     if family in (Family.FLOAT, Family.DOUBLE):
-        return family.value
+        return "float" if family is Family.FLOAT else "double"
     if family is Family.YEAR:
         return "int"
     if family in (Family.BYTES, Family.BIT):
@@ -187,9 +187,9 @@ def value_schema(schema: TableSchema, decimal_mode: str, bigint_mode: str, exten
 
 
 _RESERVED = frozenset(
-    ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
-    + ("record", "enum", "array", "map", "fixed")
+    ("null", "boolean", "int", "long", "float", "double", "bytes", "string", "record")
 )
+_RESERVED |= {"enum", "array", "map", "fixed"}
 
 
 def naming_problem(schema: TableSchema) -> str | None:
@@ -270,7 +270,7 @@ def column_type_of(avro_type: Mapping[str, Any]) -> ColumnType:
     params = avro_type.get("connect.parameters")
     if not isinstance(params, Mapping) or not isinstance(params.get("tidb_type"), str):
         raise ValueError("a column field has no connect.parameters.tidb_type")
-    name, primitive = params["tidb_type"], avro_type.get("type")
+    name, primitive = params["tidb_type"], str(avro_type.get("type"))
     if (name, primitive) in _INT_TYPES:
         return _INT_TYPES[(name, primitive)]
     if name in _SIMPLE_TYPES:
@@ -298,7 +298,9 @@ def read_field(field: Mapping[str, Any]) -> FieldInfo:
     if not isinstance(avro_type, Mapping):
         raise ValueError(f"field {field['name']!r} has no connect.parameters")
     ctype, primitive = column_type_of(avro_type), avro_type.get("type")
-    allowed = {_avro_primitive(ctype, d, b) for d in ("precise", "string") for b in ("long", "string")}
+    allowed = {
+        _avro_primitive(ctype, d, b) for d in ("precise", "string") for b in ("long", "string")
+    }
     if primitive not in allowed:
         raise ValueError(
             f"field {field['name']!r}: tidb_type {ctype.sql()} is never Avro {primitive!r}"
