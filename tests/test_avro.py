@@ -288,9 +288,12 @@ def test_topic_rule_without_schema_and_table_is_rejected_up_front() -> None:
     assert message.topic == "cdc_shop_all_types"  # subjects: the topic's dots made "_"
 
 
-def test_options_need_a_registry() -> None:
-    with pytest.raises(ConfigError, match="schema registry"):
-        make_decoder("avro", {})
+def test_codecs_without_a_registry_say_they_need_one() -> None:
+    decoder, encoder = make_decoder("avro", {}), make_encoder("avro", {})
+    with pytest.raises(RegistryError, match="needs a schema registry"):
+        decoder.decode(Message(None, b"\x00\x00\x00\x00\x01\x02", topic="t", offset=1))
+    with pytest.raises(RegistryError, match="needs a schema registry"):
+        encoder.encode([RowChange(RowKind.INSERT, ALL_TYPES, 1, None, _full({"id": 1}))])
 
 
 # -- bad records -------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ PROTOCOL = "avro"
 class AvroOptions(CommonOptions):
     """``schema-registry`` is TiCDC's ``--schema-registry``: a Confluent Schema Registry URL
     (``http(s)://[user:password@]host:port``, the user and password URL-encoded) or
-    ``mock://NAME``, confluent-kafka's in-process registry (one per process and name)."""
+    ``mock://NAME``, confluent-kafka's in-process registry (one per process and name).
+    Without one, codecs can be built, and their first registry call fails saying so."""
 
     PROTOCOL: ClassVar[str] = PROTOCOL
 
@@ -27,10 +28,5 @@ class AvroOptions(CommonOptions):
 
     def __post_init__(self) -> None:
         CommonOptions.__post_init__(self)
-        if not self.schema_registry:
-            raise ConfigError(
-                "the avro protocol needs a schema registry: --schema-registry URL "
-                "(http(s)://host:port, or mock://NAME for confluent-kafka's in-process one)"
-            )
         if self.large_message_handle_option != "none":
             raise ConfigError("the avro protocol supports large-message-handle-option=none only")

@@ -49,8 +49,29 @@ _CLIENTS: dict[str, SchemaRegistry] = {}
 _LOCK = threading.Lock()
 
 
+class _NoRegistry:
+    """What codecs built without a registry URL hold: every call fails, saying why."""
+
+    url = ""
+
+    def register(self, subject: str, schema_text: str) -> int:
+        raise self._missing()
+
+    def schema_text(self, schema_id: int) -> str:
+        raise self._missing()
+
+    @staticmethod
+    def _missing() -> RegistryError:
+        return RegistryError(
+            "the avro protocol needs a schema registry: --schema-registry URL "
+            "(http(s)://host:port, or mock://NAME for confluent-kafka's in-process one)"
+        )
+
+
 def registry(url: str) -> SchemaRegistry:
-    """The process's one client of the registry at ``url``."""
+    """The process's one client of the registry at ``url`` (none: one that says so)."""
+    if not url:
+        return _NoRegistry()  # type: ignore[return-value]
     with _LOCK:
         client = _CLIENTS.get(url)
         if client is None:
