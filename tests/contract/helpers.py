@@ -73,9 +73,9 @@ def encode(protocol: str, options: Mapping[str, str], events: list[Event]) -> li
 def _assume_representable(protocol: str, events: list[Event]) -> None:
     """Pass over events the protocol cannot carry at all (its profile says which)."""
     profile = PROFILES.get(protocol)
-    if profile is not None and profile.representable is not None:
-        if not profile.representable(events):
-            assume(False)
+    representable = profile.representable if profile is not None else None
+    if representable is not None and not representable(events):
+        assume(False)
 
 
 def decode_all(protocol: str, options: Mapping[str, str], messages: list[Message]) -> list[Event]:
