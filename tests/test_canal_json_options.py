@@ -129,7 +129,7 @@ def test_compressed_values(method: str) -> None:
 
 
 def test_registry_names_and_errors() -> None:
-    assert protocols() == ["canal-json", "open-protocol"]
+    assert {"canal-json", "open-protocol"} <= set(protocols())
     with pytest.raises(UnknownProtocolError, match="canal-json, open-protocol"):
         make_decoder("maxwell")
     with pytest.raises(ConfigError, match="wants true or false"):
