@@ -23,6 +23,7 @@ __all__ = [
     "DDL_KIND_ACTIONS",
     "LRUCache",
     "TemporalFsp",
+    "as_decode_error",
     "changed_columns",
     "decoding",
     "handle_key_image",
@@ -60,17 +61,21 @@ def decoding(protocol: str, message: Message) -> Iterator[None]:
     """Turn any error that bad input causes into a DecodeError naming the record."""
     try:
         yield
-    except DecodeError as exc:
-        raise exc.at(message.position, protocol) from None
-    except INPUT_ERRORS as exc:
-        reason = (
-            f"missing field {exc.args[0]!r}"
-            if isinstance(exc, KeyError)
-            else (str(exc) or type(exc).__name__)
-        )
-        raise DecodeError(
-            reason, protocol=protocol, position=message.position, payload=message.value
-        ) from None
+    except (DecodeError, *INPUT_ERRORS) as exc:
+        raise as_decode_error(protocol, message, exc) from None
+
+
+def as_decode_error(protocol: str, message: Message, exc: Exception) -> DecodeError:
+    """The DecodeError naming the record for an error bad input caused (what
+    :func:`decoding` raises; for hot paths that catch errors themselves)."""
+    if isinstance(exc, DecodeError):
+        return exc.at(message.position, protocol)
+    reason = (
+        f"missing field {exc.args[0]!r}"
+        if isinstance(exc, KeyError)
+        else (str(exc) or type(exc).__name__)
+    )
+    return DecodeError(reason, protocol=protocol, position=message.position, payload=message.value)
 
 
 def loads(data: bytes | str, what: str = "message") -> Any:
