@@ -95,7 +95,7 @@ def run_batches(
         StateStore(checkpoint),
         mode=mode,
         rows_define_schema=not spec.ddl,
-        place_by_position=not spec.watermarks,
+        place_by_position=not spec.commit_ts,
     )
     for number, batch in enumerate(batches, start):
         applier.apply(changelog(batch, protocol, options), number)

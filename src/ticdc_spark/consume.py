@@ -423,6 +423,12 @@ class Planner:
                 keep[i] = False
                 continue
             consumed[part] = offsets[i]
+            if ts[i] == 0 and self.mode == "consistent":
+                raise ConfigError(
+                    f"the row at {part}@{offsets[i]} ({databases[i]}.{tables[i]}) carries no "
+                    "commit ts and its partition no watermarks (genuine Debezium?): no applied "
+                    "state could be a consistent snapshot; replicate it with --mode eventual"
+                )
             slot = (part, databases[i], tables[i])
             previous = places.get(slot, 0)
             if ts[i] == 0 or (ts[i] < previous and ops[i] == "DELETE"):

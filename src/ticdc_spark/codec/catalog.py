@@ -37,6 +37,9 @@ class CodecSpec:
     # not, a table follows the schemas its rows carry)
     watermarks: bool = True
     ddl: bool = True
+    # whether every row carries its commit ts; when not (Avro tombstones, genuine Debezium),
+    # the consumer places rows by their partition position (consume.Planner.place_by_position)
+    commit_ts: bool = True
 
     def parse_options(self, values: Mapping[str, Any] | None) -> Any:
         return parse_options(self.options, values)

@@ -242,7 +242,7 @@ def start(
         on_error="stop" if config.on_error == "stop" else "dead-letter",
         track_commits=config.track_commits,
         rows_define_schema=not get_codec(config.protocol).ddl,
-        place_by_position=not get_codec(config.protocol).watermarks,
+        place_by_position=not get_codec(config.protocol).commit_ts,
     )
     changelog = decode(
         source_df,

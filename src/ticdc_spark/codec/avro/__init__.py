@@ -18,4 +18,14 @@ from ticdc_spark.codec.catalog import CodecSpec, register
 
 __all__ = ["AvroDecoder", "AvroEncoder", "AvroOptions"]
 
-register(CodecSpec(PROTOCOL, AvroOptions, AvroEncoder, AvroDecoder, watermarks=False, ddl=False))
+register(
+    CodecSpec(
+        PROTOCOL,
+        AvroOptions,
+        AvroEncoder,
+        AvroDecoder,
+        watermarks=False,
+        ddl=False,
+        commit_ts=False,
+    )
+)
