@@ -443,6 +443,7 @@ def _avro_variant(label: str, options: dict[str, str], **carries: Any) -> Varian
     view = carries.pop("type_view", avro_type_view)
     common = {"watermarks": False, "ddl": False, "key": True, "delete_key_only": True}
     common["compiled"] = False
+    common["arrow_batch"] = True  # (the columnar path: fastavro and pyarrow, no compiled code)
     return Variant(
         label,
         {"schema-registry": f"mock://contract-{label}", **options},

@@ -16,6 +16,9 @@ A record that is not framed, names an id the registry lacks, or whose body does 
 with its schema is a DecodeError; a registry that cannot be reached is a RegistryError (the
 data stays in Kafka).
 
+The Spark stage's path, :meth:`AvroDecoder.decode_arrow_batch` (:mod:`.batch`), reads the
+records whose plan is known here and converts their values a column at a time.
+
 The hot path: one plan per (value schema id, key schema id), found by the records' 5-byte
 headers in a dict, holds the parsed writer schema, the per-field converters of both sink
 kinds and the table schema with its changelog JSON.
@@ -24,6 +27,7 @@ kinds and the table schema with its changelog JSON.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,18 +35,19 @@ import orjson
 from fastavro import parse_schema, schemaless_reader
 
 from ticdc_spark.codec.avro import schema as avro_schema
+from ticdc_spark.codec.avro.columns import ColumnText, column_text
 from ticdc_spark.codec.avro.dialect import dialect_for
 from ticdc_spark.codec.avro.options import PROTOCOL, AvroOptions
 from ticdc_spark.codec.avro.registry import UnknownSchemaId, registry
 from ticdc_spark.codec.avro.wire import HEADER_SIZE, unframe
-from ticdc_spark.codec.base import DecoderBase, Message, RowSink
+from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import RowKind, TableSchema
 
-__all__ = ["AvroDecoder"]
+__all__ = ["AvroDecoder", "read_record", "row_kind_and_ts"]
 
 _KINDS = {"c": RowKind.INSERT, "u": RowKind.UPDATE, "": RowKind.INSERT}
 _PLANS_KEPT = 4096  # plans per decoder (the dict is emptied when it holds more)
@@ -57,6 +62,7 @@ class _Record:
     parsed: Any
     record: dict[str, Any]  # the schema JSON
     fields: tuple[_Field, ...]
+    columns: tuple[ColumnText, ...]  # each field's changelog text a column at a time
 
 
 @dataclass(slots=True)
@@ -71,11 +77,13 @@ class _Plan:
 
 def _record(text: str) -> _Record:
     record = orjson.loads(text)
-    fields = []
+    fields, columns = [], []
     for f in avro_schema.column_fields(record):
         dialect = dialect_for(*f.modes)
-        fields.append((f.name, dialect.decoder(f.ctype), dialect.text(f.ctype)))
-    return _Record(parse_schema(record), record, tuple(fields))
+        to_text = dialect.text(f.ctype)
+        fields.append((f.name, dialect.decoder(f.ctype), to_text))
+        columns.append(column_text(f.ctype, f.primitive, to_text))
+    return _Record(parse_schema(record), record, tuple(fields), tuple(columns))
 
 
 class AvroDecoder(DecoderBase):
@@ -103,6 +111,22 @@ class AvroDecoder(DecoderBase):
         except (DecodeError, *INPUT_ERRORS) as exc:
             raise as_decode_error(PROTOCOL, message, exc) from None
 
+    def decode_arrow_batch(
+        self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
+    ) -> Any:
+        """The changelog batch of an Arrow batch of Kafka records (:mod:`.batch`)."""
+        from ticdc_spark.codec.avro.batch import decode_batch
+
+        return decode_batch(self, batch, careful, sink)
+
+    def known_plan(self, value: bytes, key: bytes) -> _Plan | None:
+        """The plan of a row record whose schemas this decoder has read before."""
+        return self._plans.get(value[:HEADER_SIZE] + key[:HEADER_SIZE])
+
+    def skips(self, table: TableSchema) -> bool:
+        """Whether the table filter leaves this table's rows out."""
+        return self.table_filter is not None and self._filtered(table)
+
     # -- the two kinds of record --------------------------------------------------------------
 
     def _row(self, message: Message, sink: RowSink) -> None:
@@ -113,14 +137,8 @@ class AvroDecoder(DecoderBase):
         table = plan.table
         if self.table_filter is not None and self._filtered(table):
             return
-        datum = _read(plan.record, value, "value")  # type: ignore[arg-type]
-        op = datum.get("_tidb_op", "")
-        kind = _KINDS.get(op)
-        if kind is None:
-            raise DecodeError(f"_tidb_op is {op!r}: TiCDC writes c or u (a delete is a tombstone)")
-        commit_ts = datum.get("_tidb_commit_ts", 0)
-        if commit_ts < 0:
-            raise DecodeError(f"_tidb_commit_ts {commit_ts} is negative")
+        datum = read_record(plan.record, value, "value")  # type: ignore[arg-type]
+        kind, commit_ts = row_kind_and_ts(datum)
         text = sink.text
         image = _image(plan.record, datum, text)
         before = {name: image[name] for name in plan.key} or None if kind is _UPDATE else None
@@ -143,7 +161,7 @@ class AvroDecoder(DecoderBase):
         table = self._table(value_id, key_id)
         if self.table_filter is not None and self._filtered(table):
             return
-        image = _image(key_record, _read(key_record, key, "key"), sink.text)
+        image = _image(key_record, read_record(key_record, key, "key"), sink.text)
         position = (message.topic, message.partition or 0, message.offset or 0, 0)
         sink.add_row(RowKind.DELETE, table, 0, image, None, position)
 
@@ -188,7 +206,19 @@ class AvroDecoder(DecoderBase):
 _UPDATE = RowKind.UPDATE
 
 
-def _read(record: _Record, data: bytes, part: str) -> dict[str, Any]:
+def row_kind_and_ts(datum: dict[str, Any]) -> tuple[RowKind, int]:
+    """A row record's kind and commit ts (from the TiDB extension fields, if any)."""
+    op = datum.get("_tidb_op", "")
+    kind = _KINDS.get(op)
+    if kind is None:
+        raise DecodeError(f"_tidb_op is {op!r}: TiCDC writes c or u (a delete is a tombstone)")
+    commit_ts = datum.get("_tidb_commit_ts", 0)
+    if commit_ts < 0:
+        raise DecodeError(f"_tidb_commit_ts {commit_ts} is negative")
+    return kind, commit_ts
+
+
+def read_record(record: _Record, data: bytes, part: str) -> dict[str, Any]:
     """The record of a framed key or value (its header already checked)."""
     stream = io.BytesIO(data)
     stream.seek(HEADER_SIZE)
