@@ -81,16 +81,12 @@ def decode_batch(
     for i in sorted(unconverted):
         careful_rows(i)
     if parts:
-        own = tuple(
-            pa.concat_batches([p[0] for p in parts])
-            if j == 0
-            else np.concatenate([p[j] for p in parts])
-            for j in range(4)
-        )
+        rows = pa.concat_batches([p[0] for p in parts])
+        sources, slots, texts = (np.concatenate([p[j] for p in parts]) for j in (1, 2, 3))
     else:
-        schema = sink.arrow_schema()
-        none = np.zeros(0, np.int64)
-        own = (pa.RecordBatch.from_pylist([], schema=schema), none, none, none)
+        rows = pa.RecordBatch.from_pylist([], schema=sink.arrow_schema())
+        sources = slots = texts = np.zeros(0, np.int64)
+    own = (rows, sources, slots, texts)
     return merged(own, careful_rows.rows(), tables, sink.row_kind)
 
 
