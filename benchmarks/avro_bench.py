@@ -2,15 +2,18 @@
 
 Part 1 (one process): the same Avro value bodies decoded by ``fastavro.schemaless_reader``
 (the floor: the bare Avro binary to Python dicts, no framing, no registry, no MySQL values)
-and by this project's Avro decoder, into events (``decode``) and into the changelog (what the
-Spark stage runs).  ``ratio`` is floor time / decoder time (1.0: the protocol logic is free).
+and by this project's Avro decoder: into events (``decode``), into the changelog one record
+at a time (``decode_into``), and by the columnar Arrow batch path the Spark stage runs
+(``decode_arrow_batch``, when the decoder has one: the script also measures older code).
+``ratio`` is floor time / decoder time (1.0: the protocol logic is free).
 
 Part 2 (``--spark``, local[2]): over the same cached DataFrame of Kafka records, a naive
 per-row Python UDF doing the same with fastavro (unframe, look the schema up once per worker,
 ``schemaless_reader``, the changelog fields as a struct), this project's ``decode()`` stage,
-and the transfer floor (the records moved into the Python workers and a changelog of the same
-rows moved back, the decoding left out).  Schemas come from a Confluent-compatible registry
-served over HTTP by this process (the workers are other processes).
+and the transfer floor (pipeline_bench.py's: the records moved into the Python workers and
+a changelog of the same rows moved back, the decoding left out).  Schemas come from a
+Confluent-compatible registry served over HTTP by this process (the workers are other
+processes).
 
     python benchmarks/avro_bench.py [--rows 20000] [--repeat 3] [--spark --messages 200000]
 """
@@ -27,9 +30,11 @@ from typing import Any
 import orjson
 from fastavro import parse_schema, schemaless_reader
 
+from pipeline_bench import timed, transfer_floor  # (the transfer floor, shared)
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.avro.registry import registry
+from ticdc_spark.codec.base import ArrowBatchDecoder
 from ticdc_spark.model import RowChange, RowKind
 from ticdc_spark.workload import Workload
 
@@ -96,21 +101,40 @@ def _timings(
             decoder.decode_into(message, sink)
         sink.to_batch()
 
+    def arrow_batch() -> None:
+        sink = ChangelogBuilder()
+        careful = CarefulPath(messages, decoder, sink)
+        decoder.decode_arrow_batch(records, careful, sink)
+
+    records = kafka_batch(messages)
     base = best(repeat, floor)
-    return [
+    timings = [
         ("fastavro schemaless_reader", base, base),
         ("decode() to events", best(repeat, events), base),
         ("decode_into the changelog", best(repeat, changelog), base),
     ]
+    if isinstance(decoder, ArrowBatchDecoder):  # (the code before it had none)
+        timings.append(("decode_arrow_batch", best(repeat, arrow_batch), base))
+    return timings
+
+
+class CarefulPath:
+    """The Spark stage's ``careful(i)``: record ``i`` through the one decode path."""
+
+    def __init__(self, messages: list[Message], decoder: Any, sink: ChangelogBuilder) -> None:
+        self.messages, self.decoder, self.sink = messages, decoder, sink
+
+    def __call__(self, i: int) -> None:
+        self.decoder.decode_into(self.messages[i], self.sink)
 
 
 # -- the Spark decode stage ----------------------------------------------------------------------
 
 
-def kafka_frame(spark: Any, messages: list[Message]) -> Any:
+def kafka_batch(messages: list[Message]) -> Any:
     import pyarrow as pa
 
-    table = pa.table(
+    return pa.RecordBatch.from_pydict(
         {
             "key": pa.array([m.key for m in messages], pa.binary()),
             "value": pa.array([m.value for m in messages], pa.binary()),
@@ -119,6 +143,12 @@ def kafka_frame(spark: Any, messages: list[Message]) -> Any:
             "offset": pa.array([m.offset for m in messages], pa.int64()),
         }
     )
+
+
+def kafka_frame(spark: Any, messages: list[Message]) -> Any:
+    import pyarrow as pa
+
+    table = pa.Table.from_batches([kafka_batch(messages)])
     return spark.createDataFrame(table).repartition(2).cache()
 
 
@@ -152,35 +182,8 @@ def ours(df: Any, url: str) -> Any:
     return decode(df, "avro", {**OPTIONS, "schema-registry": url})
 
 
-def transfer_floor(df: Any, url: str) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from ticdc_spark.changelog import arrow_schema
-    from ticdc_spark.spark.decode import SOURCE_COLUMNS, decode_batches
-
-    options = {**OPTIONS, "schema-registry": url}
-
-    def run(batches: Any) -> Any:
-        import pyarrow as pa
-
-        ready = None
-        for batch in batches:
-            if ready is None:  # decoded once per task: the rest is transfer only
-                ready = next(decode_batches(iter([batch]), "avro", options))
-            n = batch.num_rows
-            yield (
-                ready.slice(0, n)
-                if n <= ready.num_rows
-                else ready.take(pa.array([i % ready.num_rows for i in range(n)]))
-            )
-
-    return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
-
-
-def timed(frame: Any) -> float:
-    started = time.perf_counter()
-    frame.write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - started
+def floor(df: Any, url: str) -> Any:
+    return transfer_floor(df, "avro", {**OPTIONS, "schema-registry": url})
 
 
 def decode_stage(url: str, count: int, rounds: int) -> None:
@@ -194,7 +197,7 @@ def decode_stage(url: str, count: int, rounds: int) -> None:
     contenders = {
         "naive fastavro UDF": naive,
         "ticdc decode": ours,
-        "transfer floor": transfer_floor,
+        "transfer floor": floor,
     }
     results: dict[str, float] = {}
     for _ in range(rounds):  # interleaved rounds: the machine's noise hits all alike

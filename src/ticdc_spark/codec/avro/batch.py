@@ -14,14 +14,15 @@ are merged back into record order (:mod:`ticdc_spark.codec.arrowrows`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged
 from ticdc_spark.codec.avro.decoder import read_record, row_kind_and_ts
+from ticdc_spark.codec.avro.wire import HEADER_SIZE
 from ticdc_spark.codec.base import ChangelogSink
-from ticdc_spark.model import RowKind
+from ticdc_spark.model import RowKind, TableSchema
 
 if TYPE_CHECKING:
     from ticdc_spark.codec.avro.decoder import AvroDecoder
@@ -30,14 +31,14 @@ __all__ = ["decode_batch"]
 
 
 class _Group:
-    """The records of one plan: where they are, their data and what they are."""
+    """The records of one plan: (record index, its datum, UPDATE?, commit ts) each."""
 
     def __init__(self, plan: Any) -> None:
         self.plan = plan
-        self.indices: list[int] = []
-        self.datums: list[dict[str, Any]] = []
-        self.updates: list[bool] = []
-        self.commit_ts: list[int] = []
+        self.records: list[tuple[int, dict[str, Any], bool, int]] = []
+
+
+_SKIPPED = _Group(None)  # the records of a table the filter leaves out
 
 
 def decode_batch(
@@ -51,26 +52,34 @@ def decode_batch(
     values = batch.column("value").to_pylist()
     careful_rows = CarefulRows(careful, sink)
     groups: dict[int, _Group] = {}
+    by_header: dict[bytes, _Group] = {}  # (value and key headers: one plan each)
+    update = RowKind.UPDATE
     for i, value in enumerate(values):
-        plan = decoder.known_plan(value, keys[i] or b"") if value else None
-        if plan is None:
+        if not value:
             careful_rows(i)
             continue
-        if decoder.skips(plan.table):
+        key = keys[i] or b""
+        header = value[:HEADER_SIZE] + key[:HEADER_SIZE]
+        group = by_header.get(header)
+        if group is None:
+            plan = decoder.known_plan(value, key)
+            if plan is None:  # (the one decode path makes the plan)
+                careful_rows(i)
+                continue
+            if decoder.skips(plan.table):
+                group = _SKIPPED
+            elif (group := groups.get(id(plan))) is None:
+                group = groups[id(plan)] = _Group(plan)
+            by_header[header] = group
+        if group is _SKIPPED:
             continue
         try:
-            datum = read_record(plan.record, value, "value")
+            datum = read_record(group.plan.record, value, "value")
             kind, commit_ts = row_kind_and_ts(datum)
         except Exception:  # (the one decode path says what is wrong with it)
             careful_rows(i)
             continue
-        group = groups.get(id(plan))
-        if group is None:
-            group = groups[id(plan)] = _Group(plan)
-        group.indices.append(i)
-        group.datums.append(datum)
-        group.updates.append(kind is RowKind.UPDATE)
-        group.commit_ts.append(commit_ts)
+        group.records.append((i, datum, kind is update, commit_ts))
     tables = Tables(sink.row_kind)
     parts, unconverted = [], []
     for group in groups.values():
@@ -98,13 +107,14 @@ def _group_rows(
     import numpy as np
     import pyarrow as pa
 
-    plan, n = group.plan, len(group.indices)
+    plan, n = group.plan, len(group.records)
+    where, datums, updated, commit_ts = zip(*group.records, strict=True)
     record = plan.record
     names = [field[0] for field in record.fields]
     positions = {name: j for j, name in enumerate(names)}
     if any(name not in positions for name in plan.key):
-        return None, group.indices  # (a key column the value lacks: the one path says so)
-    columns = _columns(group.datums, names)
+        return None, list(where)  # (a key column the value lacks: the one path says so)
+    columns = _columns(datums, names)
     texts, bad_rows = [], set()
     for convert, column in zip(record.columns, columns, strict=True):
         text, bad = convert(column)
@@ -120,10 +130,10 @@ def _group_rows(
         flat.take(pa.array((np.arange(k) * n + rows_of[:, None]).ravel())),
         type=map_type,
     )
-    updates = np.array(group.updates, np.bool_)
+    updates = np.array(updated, np.bool_)
     before = _before(flat, plan.key, [positions[name] for name in plan.key], updates, map_type)
-    indices = np.array(group.indices, np.int64)
-    rows = _rows(group, batch, indices, before, after, updates, sink)
+    indices = np.array(where, np.int64)
+    rows = _rows(plan.table, commit_ts, batch, indices, (before, after), updates, sink)
     slots = np.full(n, tables.slot((plan.table.database, plan.table.table)), np.int64)
     schema_texts = np.full(n, tables.text(plan.table_json), np.int64)
     if bad_rows:
@@ -131,10 +141,10 @@ def _group_rows(
         keep[list(bad_rows)] = False
         rows = rows.filter(pa.array(keep))
         indices, slots, schema_texts = indices[keep], slots[keep], schema_texts[keep]
-    return (rows, indices, slots, schema_texts), [group.indices[r] for r in bad_rows]
+    return (rows, indices, slots, schema_texts), [where[r] for r in bad_rows]
 
 
-def _columns(datums: list[dict[str, Any]], names: list[str]) -> list[Any]:
+def _columns(datums: Sequence[dict[str, Any]], names: list[str]) -> list[Any]:
     if not names:
         return []
     if len(names) == 1:
@@ -163,7 +173,13 @@ def _before(flat: Any, names: tuple[str, ...], key: list[int], updates: Any, map
 
 
 def _rows(
-    group: _Group, batch: Any, indices: Any, before: Any, after: Any, updates: Any, sink: Any
+    table: TableSchema,
+    commit_ts: Sequence[int],
+    batch: Any,
+    indices: Any,
+    images: tuple[Any, Any],
+    updates: Any,
+    sink: ChangelogSink,
 ) -> Any:
     """The group's changelog rows, as :class:`~ticdc_spark.changelog.ChangelogBuilder` writes
     them (the ``schema`` column is filled in when merging)."""
@@ -171,7 +187,7 @@ def _rows(
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    n, table = len(indices), group.plan.table
+    n, (before, after) = len(indices), images
     at = pa.array(indices)
     schema = sink.arrow_schema()
     text, binary = pa.string(), pa.binary()
@@ -182,7 +198,7 @@ def _rows(
         ),
         "database": pa.repeat(pa.scalar(table.database), n),
         "table": pa.repeat(pa.scalar(table.table), n),
-        "commit_ts": pa.array(group.commit_ts, pa.int64()),
+        "commit_ts": pa.array(commit_ts, pa.int64()),
         "schema": pa.nulls(n, text),
         "key_only": pa.repeat(pa.scalar(False), n),
         "sql": pa.nulls(n, text),
