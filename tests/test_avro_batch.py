@@ -6,6 +6,7 @@ filter."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import io
@@ -16,10 +17,13 @@ import orjson
 import pyarrow as pa
 import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from hypothesis import given
+from hypothesis import strategies as st
 
 from contract.helpers import kafka_batch
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
+from ticdc_spark.codec.avro.columns import base64_texts
 from ticdc_spark.codec.avro.registry import registry
 from ticdc_spark.codec.avro.wire import frame
 from ticdc_spark.errors import DecodeError
@@ -125,3 +129,13 @@ def test_the_batch_path_leaves_only_what_it_cannot_take() -> None:
 
     decoder.decode_arrow_batch(kafka_batch(messages), decode_one, sink)
     assert len(careful) == len(set(careful)) <= at_most < len(messages) // 3
+
+
+@given(
+    values=st.lists(st.none() | st.binary(max_size=20), max_size=30),
+    start=st.integers(0, 3),
+)
+def test_base64_of_a_column_is_each_value_s(values: list[bytes | None], start: int) -> None:
+    column = pa.array(values, pa.binary()).slice(min(start, len(values)))
+    expected = [None if v is None else base64.b64encode(v).decode() for v in column.to_pylist()]
+    assert base64_texts(column).to_pylist() == expected

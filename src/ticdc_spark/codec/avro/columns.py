@@ -11,8 +11,9 @@ converter (:meth:`Dialect.text <ticdc_spark.codec.convert.Dialect.text>`) writes
 * DATE, DATETIME and TIME keep the text TiCDC wrote once it parses as MySQL's: a text of
   MySQL's own layout (an RE2 pattern, ASCII digits only, no wider than the parser's) is
   taken as is, any other text is given to the one-message converter;
+* binary values are base64, the whole column in one call (:func:`base64_texts`);
 * ENUM, SET and BIT run the one-message converter once per distinct value, the rest
-  (FLOAT, DOUBLE, DECIMAL, BYTES) on each value.
+  (FLOAT, DOUBLE, DECIMAL) on each value.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.types import ColumnType, Family
 
-__all__ = ["ColumnText", "column_text"]
+__all__ = ["ColumnText", "base64_texts", "column_text"]
 
 # (values) -> (texts, rows whose value did not convert)
 ColumnText = Callable[[Sequence[Any]], "tuple[Any, list[int]]"]
@@ -51,6 +52,8 @@ def column_text(ctype: ColumnType, primitive: str, to_text: Converter) -> Column
     layout = _LAYOUTS.get(family)
     if layout is not None:
         return _laid_out(layout, to_text)
+    if family is Family.BYTES:
+        return _base64_column(to_text)
     if family in (Family.ENUM, Family.SET, Family.BIT):
         return _each_distinct(to_text)  # (str or bytes: equal values have one text)
     return _each(to_text)  # (not memoized: 0.0 == -0.0, Decimal("1.0") == Decimal("1"))
@@ -137,3 +140,64 @@ def _each(to_text: Converter) -> ColumnText:
         return pa.array(texts, pa.string()), bad
 
     return convert
+
+
+def _base64_column(to_text: Converter) -> ColumnText:
+    each = _each(to_text)
+
+    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
+        import pyarrow as pa
+
+        if any(type(value) is not bytes for value in values if value is not None):
+            return each(values)  # (Arrow would take a str: the one-message converter refuses)
+        return base64_texts(pa.array(values, pa.binary())), []
+
+    return convert
+
+
+def base64_texts(values: Any) -> Any:
+    """Standard base64 (padded, no newline) of each value of a binary Arrow array.
+
+    Each value is laid out zero-padded to a multiple of 3 bytes, the whole is encoded at
+    once, so each value's text is its own run of 4-character groups; the characters the
+    padding gave become ``=``.
+    """
+    import binascii
+
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(values)
+    validity, offsets_buffer, data_buffer = values.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, values.offset * 4).astype(np.int64)
+    lengths = np.diff(offsets)
+    padded = (lengths + 2) // 3 * 3
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(padded, out=starts[1:])
+    text_offsets = starts // 3 * 4
+    if text_offsets[-1] >= 1 << 31:  # (over a string array's offsets: one value at a time)
+        return pa.array(
+            [
+                None if v is None else binascii.b2a_base64(v, newline=False).decode()
+                for v in values.to_pylist()
+            ],
+            pa.string(),
+        )
+    laid_out = np.zeros(starts[-1], np.uint8)
+    if data_buffer is not None and lengths.sum():
+        data = np.frombuffer(data_buffer, np.uint8)[offsets[0] : offsets[-1]]
+        shift = np.repeat(starts[:-1] - (offsets[:-1] - offsets[0]), lengths)
+        laid_out[np.arange(len(data)) + shift] = data
+    text = np.frombuffer(binascii.b2a_base64(laid_out, newline=False), np.uint8).copy()
+    ends, short = text_offsets[1:], padded - lengths
+    text[ends[short >= 1] - 1] = ord("=")
+    text[ends[short == 2] - 2] = ord("=")
+    if validity is not None and values.offset:
+        validity = pa.array(values.is_valid().to_numpy(zero_copy_only=False)).buffers()[1]
+    return pa.StringArray.from_buffers(
+        n,
+        pa.py_buffer(text_offsets.astype(np.int32)),
+        pa.py_buffer(text),
+        validity,
+        values.null_count,
+    )
