@@ -14,12 +14,14 @@ are merged back into record order (:mod:`ticdc_spark.codec.arrowrows`).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
+from fastavro import schemaless_reader
+
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged
-from ticdc_spark.codec.avro.decoder import read_record, row_kind_and_ts
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.model import RowKind, TableSchema
@@ -31,14 +33,13 @@ __all__ = ["decode_batch"]
 
 
 class _Group:
-    """The records of one plan: (record index, its datum, UPDATE?, commit ts) each."""
+    """The records of one (value, key) header whose plan is known, and what they read as."""
 
-    def __init__(self, plan: Any) -> None:
+    def __init__(self, plan: Any, indices: list[int]) -> None:
         self.plan = plan
-        self.records: list[tuple[int, dict[str, Any], bool, int]] = []
-
-
-_SKIPPED = _Group(None)  # the records of a table the filter leaves out
+        self.indices = indices  # the records, ascending
+        self.datums: list[dict[str, Any]] = []
+        self.read: list[int] = []  # the records whose body read, ascending
 
 
 def decode_batch(
@@ -48,46 +49,20 @@ def decode_batch(
     import numpy as np
     import pyarrow as pa
 
-    keys = batch.column("key").to_pylist()
-    values = batch.column("value").to_pylist()
     careful_rows = CarefulRows(careful, sink)
-    groups: dict[int, _Group] = {}
-    by_header: dict[bytes, _Group] = {}  # (value and key headers: one plan each)
-    update = RowKind.UPDATE
-    for i, value in enumerate(values):
-        if not value:
-            careful_rows(i)
-            continue
-        key = keys[i] or b""
-        header = value[:HEADER_SIZE] + key[:HEADER_SIZE]
-        group = by_header.get(header)
-        if group is None:
-            plan = decoder.known_plan(value, key)
-            if plan is None:  # (the one decode path makes the plan)
-                careful_rows(i)
-                continue
-            if decoder.skips(plan.table):
-                group = _SKIPPED
-            elif (group := groups.get(id(plan))) is None:
-                group = groups[id(plan)] = _Group(plan)
-            by_header[header] = group
-        if group is _SKIPPED:
-            continue
-        try:
-            datum = read_record(group.plan.record, value, "value")
-            kind, commit_ts = row_kind_and_ts(datum)
-        except Exception:  # (the one decode path says what is wrong with it)
-            careful_rows(i)
-            continue
-        group.records.append((i, datum, kind is update, commit_ts))
+    values = batch.column("value").to_pylist()
+    groups = _groups(decoder, batch, values, careful_rows)
     tables = Tables(sink.row_kind)
-    parts, unconverted = [], []
-    for group in groups.values():
+    parts, unread = [], []
+    for group in groups:
+        unread.extend(_read(group, values))
+        if not group.read:
+            continue
         part, bad = _group_rows(group, batch, tables, sink)
         if part is not None:
             parts.append(part)
-        unconverted.extend(bad)
-    for i in sorted(unconverted):
+        unread.extend(bad)
+    for i in sorted(unread):
         careful_rows(i)
     if parts:
         rows = pa.concat_batches([p[0] for p in parts])
@@ -99,6 +74,104 @@ def decode_batch(
     return merged(own, careful_rows.rows(), tables, sink.row_kind)
 
 
+def _groups(
+    decoder: AvroDecoder, batch: Any, values: list[bytes | None], careful: CarefulRows
+) -> list[_Group]:
+    """The records grouped by their headers (found by Arrow, not a loop over the records),
+    each group with the plan its header has; every other record through ``careful``, in
+    record order (the one decode path makes the plans, and a tombstone names its table's
+    columns by the value schema last planned before it, as one record at a time does)."""
+    import numpy as np
+
+    codes = _header_codes(batch)
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    bounds = np.flatnonzero(np.diff(ordered)) + 1
+    keys = batch.column("key")
+    groups: dict[int, _Group] = {}
+    waiting: dict[int, list[int]] = {}  # header code -> its records, while it has no plan
+    pending: list[int] = []  # records for the one decode path, before the plans are known
+    for members in np.split(order, bounds):
+        if not len(members):
+            continue
+        code, indices = int(codes[members[0]]), members.tolist()
+        if code < 0:  # (no value: a tombstone or an empty record)
+            pending.extend(indices)
+            continue
+        first = indices[0]
+        plan = decoder.known_plan(values[first], keys[first].as_py() or b"")  # type: ignore[arg-type]
+        if plan is None:
+            waiting[code] = indices
+            pending.extend(indices)
+        elif not decoder.skips(plan.table):
+            groups[code] = _Group(plan, indices)
+    if waiting:
+        pending.sort()
+        known: dict[int, list[int]] = {}
+        for i in pending:
+            code = int(codes[i])
+            if code in known:
+                known[code].append(i)
+                continue
+            careful(i)
+            if code >= 0 and (plan := decoder.known_plan(values[i], keys[i].as_py() or b"")):  # type: ignore[arg-type]
+                if not decoder.skips(plan.table):
+                    known[code] = []
+                    groups[code] = _Group(plan, known[code])
+                else:
+                    known[code] = []  # (a filtered table: its records give nothing)
+    else:
+        for i in sorted(pending):
+            careful(i)
+    return list(groups.values())
+
+
+def _header_codes(batch: Any) -> Any:
+    """A number for each record's (value header, key header) pair; -1 without a value."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values, keys = batch.column("value"), batch.column("key")
+    if pa.types.is_null(keys.type):
+        keys = pa.nulls(len(keys), pa.binary())
+    headers = pc.binary_join_element_wise(
+        pc.binary_slice(values, 0, HEADER_SIZE),
+        pc.binary_slice(pc.fill_null(keys, b""), 0, HEADER_SIZE),
+        b"",
+    )
+    codes = headers.dictionary_encode().indices
+    present = pc.fill_null(pc.greater(pc.binary_length(values), 0), False)
+    codes = pc.if_else(present, pc.fill_null(codes, -1), -1)
+    return codes.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _read(group: _Group, values: list[bytes | None]) -> list[int]:
+    """Read the group's bodies with fastavro, each to its last byte (as the one decode path
+    does); returns the records that did not read."""
+    record = group.plan.record
+    if record.record.get("type") != "record":
+        return group.indices  # (the one decode path says what is wrong with it)
+    parsed, start = record.parsed, HEADER_SIZE
+    datums, read, unread = group.datums, group.read, []
+    stream_of, reader = io.BytesIO, schemaless_reader
+    for i in group.indices:
+        value: bytes = values[i]  # type: ignore[assignment]
+        stream = stream_of(value)
+        stream.seek(start)
+        try:
+            datum = reader(stream, parsed, None)
+        except Exception:  # (the one decode path says what is wrong with it)
+            unread.append(i)
+            continue
+        if stream.tell() != len(value):
+            unread.append(i)
+            continue
+        datums.append(datum)
+        read.append(i)
+    return unread
+
+
 def _group_rows(
     group: _Group, batch: Any, tables: Tables, sink: ChangelogSink
 ) -> tuple[Any, list[int]]:
@@ -107,20 +180,22 @@ def _group_rows(
     import numpy as np
     import pyarrow as pa
 
-    plan, n = group.plan, len(group.records)
-    where, datums, updated, commit_ts = zip(*group.records, strict=True)
-    record = plan.record
+    plan, record = group.plan, group.plan.record
     names = [field[0] for field in record.fields]
     positions = {name: j for j, name in enumerate(names)}
     if any(name not in positions for name in plan.key):
-        return None, list(where)  # (a key column the value lacks: the one path says so)
-    columns = _columns(datums, names)
-    texts, bad_rows = [], set()
-    for convert, column in zip(record.columns, columns, strict=True):
+        return None, group.read  # (a key column the value lacks: the one path says so)
+    columns = _columns(group.datums, [*names, *record.extension])
+    n, k = len(group.read), len(names)
+    kinds = _kinds(columns[k:], record.extension, n)
+    if kinds is None:
+        return None, group.read
+    updates, commit_ts, bad_rows = kinds
+    texts = []
+    for convert, column in zip(record.columns, columns, strict=False):
         text, bad = convert(column)
         texts.append(text)
         bad_rows.update(bad)
-    k = len(names)
     flat = pa.concat_arrays(texts) if texts else pa.array([], pa.string())
     map_type = sink.arrow_schema().field("after").type
     rows_of = np.arange(n, dtype=np.int64)
@@ -130,9 +205,8 @@ def _group_rows(
         flat.take(pa.array((np.arange(k) * n + rows_of[:, None]).ravel())),
         type=map_type,
     )
-    updates = np.array(updated, np.bool_)
     before = _before(flat, plan.key, [positions[name] for name in plan.key], updates, map_type)
-    indices = np.array(where, np.int64)
+    indices = np.array(group.read, np.int64)
     rows = _rows(plan.table, commit_ts, batch, indices, (before, after), updates, sink)
     slots = np.full(n, tables.slot((plan.table.database, plan.table.table)), np.int64)
     schema_texts = np.full(n, tables.text(plan.table_json), np.int64)
@@ -141,7 +215,34 @@ def _group_rows(
         keep[list(bad_rows)] = False
         rows = rows.filter(pa.array(keep))
         indices, slots, schema_texts = indices[keep], slots[keep], schema_texts[keep]
-    return (rows, indices, slots, schema_texts), [where[r] for r in bad_rows]
+    return (rows, indices, slots, schema_texts), [group.read[r] for r in bad_rows]
+
+
+def _kinds(columns: list[Any], extension: tuple[str, ...], n: int) -> Any:
+    """(UPDATE? per row, commit ts, the rows whose ``_tidb_op`` or commit ts the one decode
+    path refuses) from the TiDB extension fields, as :func:`row_kind_and_ts` reads them one
+    record at a time; None when their types are not the extension's (the one path says)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    fields = dict(zip(extension, columns, strict=True))
+    bad = np.zeros(n, np.bool_)
+    updates = np.zeros(n, np.bool_)
+    commit_ts: Any = np.zeros(n, np.int64)
+    try:
+        if "_tidb_op" in fields:
+            ops = pa.array(fields["_tidb_op"], pa.string())
+            known = pc.is_in(ops, pa.array(["c", "u", ""]))  # (row_kind_and_ts's _KINDS)
+            bad |= ~pc.fill_null(known, False).to_numpy(zero_copy_only=False)
+            updates = pc.fill_null(pc.equal(ops, "u"), False).to_numpy(zero_copy_only=False)
+        if "_tidb_commit_ts" in fields:
+            ts = pa.array(fields["_tidb_commit_ts"], pa.int64())
+            bad |= ~pc.fill_null(pc.greater_equal(ts, 0), False).to_numpy(zero_copy_only=False)
+            commit_ts = pc.fill_null(ts, 0)
+    except (TypeError, ValueError, OverflowError):  # (pyarrow's ArrowInvalid among them)
+        return None
+    return updates, commit_ts, set(np.flatnonzero(bad).tolist())
 
 
 def _columns(datums: Sequence[dict[str, Any]], names: list[str]) -> list[Any]:

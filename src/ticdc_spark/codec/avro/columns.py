@@ -12,13 +12,22 @@ converter (:meth:`Dialect.text <ticdc_spark.codec.convert.Dialect.text>`) writes
   MySQL's own layout (an RE2 pattern, ASCII digits only, no wider than the parser's) is
   taken as is, any other text is given to the one-message converter;
 * binary values are base64, the whole column in one call (:func:`base64_texts`);
-* ENUM, SET and BIT run the one-message converter once per distinct value, the rest
-  (FLOAT, DOUBLE, DECIMAL) on each value.
+* FLOAT and DOUBLE are cast to text by Arrow (the shortest digits that read back, at the
+  column's precision, as Go's ``strconv.FormatFloat(v, 'f', -1, bits)``); a text Arrow
+  writes with an exponent (or inf, nan) is the one-message converter's to write;
+* a precise DECIMAL (``bytes.decimal``, a :class:`~decimal.Decimal` from fastavro) is its
+  ``format(value, "f")``, a non-finite one the one-message converter's to refuse;
+* BIT's big-endian bytes are read as unsigned 64-bit numbers by numpy, cast to text by Arrow;
+* ENUM and SET run the one-message converter once per distinct value, the rest on each value.
+
+A column whose values are not all of the type fastavro reads its Avro type as (a writer
+schema of another shape) takes the one-message converter on each value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
 from ticdc_spark.codec.convert import Converter
@@ -54,9 +63,112 @@ def column_text(ctype: ColumnType, primitive: str, to_text: Converter) -> Column
         return _laid_out(layout, to_text)
     if family is Family.BYTES:
         return _base64_column(to_text)
+    if family in (Family.FLOAT, Family.DOUBLE) and primitive in ("float", "double"):
+        return _floats(32 if family is Family.FLOAT else 64, to_text)
+    if family is Family.DECIMAL and primitive == "bytes":
+        return _decimals(to_text)
+    if family is Family.BIT and primitive == "bytes":
+        return _bits(to_text)
     if family in (Family.ENUM, Family.SET, Family.BIT):
         return _each_distinct(to_text)  # (str or bytes: equal values have one text)
     return _each(to_text)  # (not memoized: 0.0 == -0.0, Decimal("1.0") == Decimal("1"))
+
+
+_NONE = type(None)
+_FLOAT_TYPES = {float, _NONE}
+_DECIMAL_TYPES = {Decimal, _NONE}
+_BYTES_TYPES = {bytes, _NONE}
+_PLAIN_NUMBER = r"[^-.0-9]"  # (a text with anything else is the one-message converter's)
+
+
+def _only(values: Sequence[Any], types: set[type]) -> bool:
+    return set(map(type, values)) <= types
+
+
+def _floats(bits: int, to_text: Converter) -> ColumnText:
+    each = _each(to_text)
+
+    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
+        import pyarrow as pa
+
+        if not _only(values, _FLOAT_TYPES):
+            return each(values)
+        numbers = pa.array(values, pa.float64())
+        if bits == 32:  # (round to nearest, as to_float32: a float column's value is exact)
+            numbers = numbers.cast(pa.float32(), safe=False)
+        return _patched(numbers.cast(pa.string()), values, to_text)
+
+    return convert
+
+
+def _decimals(to_text: Converter) -> ColumnText:
+    each = _each(to_text)
+
+    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
+        import pyarrow as pa
+
+        if not _only(values, _DECIMAL_TYPES):
+            return each(values)
+        texts = [None if value is None else format(value, "f") for value in values]
+        return _patched(pa.array(texts, pa.string()), values, to_text)
+
+    return convert
+
+
+def _patched(texts: Any, values: Sequence[Any], to_text: Converter) -> tuple[Any, list[int]]:
+    """``texts`` with each text that is not a plain number written by ``to_text`` instead
+    (the rows it refuses are the bad rows)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    odd = pc.match_substring_regex(texts, _PLAIN_NUMBER).fill_null(False)
+    rows = np.flatnonzero(odd.to_numpy(zero_copy_only=False)).tolist()
+    if not rows:
+        return texts, []
+    patched, bad = texts.to_pylist(), []
+    for row in rows:
+        try:
+            patched[row] = to_text(values[row])
+        except Exception:  # (the one decode path says what is wrong with it)
+            patched[row] = None
+            bad.append(row)
+    return pa.array(patched, pa.string()), bad
+
+
+def _bits(to_text: Converter) -> ColumnText:
+    each = _each_distinct(to_text)
+
+    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
+        import pyarrow as pa
+
+        if not _only(values, _BYTES_TYPES):
+            return each(values)
+        numbers = _big_endian_u64(pa.array(values, pa.binary()))
+        return (each(values) if numbers is None else (numbers.cast(pa.string()), []))
+
+    return convert
+
+
+def _big_endian_u64(values: Any) -> Any:
+    """Each value of a binary Arrow array (at most 8 bytes) as an unsigned big-endian
+    number (no bytes: 0); None when a value is longer."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
+    lengths = np.diff(offsets).astype(np.int64)
+    if n and lengths.max() > 8:
+        return None
+    laid_out = np.zeros(n * 8, np.uint8)
+    if lengths.sum():
+        data = np.frombuffer(values.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
+        starts = np.arange(n, dtype=np.int64) * 8 + 8 - lengths  # right-aligned
+        shift = np.repeat(starts - (offsets[:-1] - offsets[0]), lengths)
+        laid_out[np.arange(len(data)) + shift] = data
+    numbers = laid_out.view(">u8").astype(np.uint64)
+    return pa.array(numbers, pa.uint64(), mask=values.is_null().to_numpy(zero_copy_only=False))
 
 
 def _strings(values: Sequence[Any]) -> tuple[Any, list[int]]:
@@ -148,7 +260,7 @@ def _base64_column(to_text: Converter) -> ColumnText:
     def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
         import pyarrow as pa
 
-        if any(type(value) is not bytes for value in values if value is not None):
+        if not _only(values, _BYTES_TYPES):
             return each(values)  # (Arrow would take a str: the one-message converter refuses)
         return base64_texts(pa.array(values, pa.binary())), []
 

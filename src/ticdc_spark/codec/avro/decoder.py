@@ -63,6 +63,7 @@ class _Record:
     record: dict[str, Any]  # the schema JSON
     fields: tuple[_Field, ...]
     columns: tuple[ColumnText, ...]  # each field's changelog text a column at a time
+    extension: tuple[str, ...]  # the TiDB extension fields it has that give kind and ts
 
 
 @dataclass(slots=True)
@@ -83,7 +84,9 @@ def _record(text: str) -> _Record:
         to_text = dialect.text(f.ctype)
         fields.append((f.name, dialect.decoder(f.ctype), to_text))
         columns.append(column_text(f.ctype, f.primitive, to_text))
-    return _Record(parse_schema(record), record, tuple(fields), tuple(columns))
+    names = {f["name"] for f in record["fields"]}  # (column_fields checked the record)
+    extension = tuple(name for name in ("_tidb_op", "_tidb_commit_ts") if name in names)
+    return _Record(parse_schema(record), record, tuple(fields), tuple(columns), extension)
 
 
 class AvroDecoder(DecoderBase):
