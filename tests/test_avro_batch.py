@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import io
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -23,12 +24,14 @@ from hypothesis import strategies as st
 from contract.helpers import kafka_batch
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
-from ticdc_spark.codec.avro.columns import base64_texts
+from ticdc_spark.codec.avro.columns import base64_texts, column_text
+from ticdc_spark.codec.avro.dialect import dialect_for
 from ticdc_spark.codec.avro.registry import registry
 from ticdc_spark.codec.avro.wire import frame
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import RowChange, RowKind, TableSchema
+from ticdc_spark.types import parse_column_type
 from ticdc_spark.spark.decode import decode_batches
 from ticdc_spark.workload import Workload
 
@@ -139,3 +142,127 @@ def test_base64_of_a_column_is_each_value_s(values: list[bytes | None], start: i
     column = pa.array(values, pa.binary()).slice(min(start, len(values)))
     expected = [None if v is None else base64.b64encode(v).decode() for v in column.to_pylist()]
     assert base64_texts(column).to_pylist() == expected
+
+
+# -- the column converters against the one-message converters ----------------------------------
+
+
+def _column_and_each(type_text: str, primitive: str, modes: tuple[str, str]) -> tuple[Any, Any]:
+    ctype = parse_column_type(type_text)
+    to_text = dialect_for(*modes).text(ctype)
+    return column_text(ctype, primitive, to_text), to_text
+
+
+def _assert_column_is_each(convert: Any, to_text: Any, values: list[Any]) -> None:
+    """The column's texts are each value's, and its bad rows the values ``to_text`` refuses
+    (the one decode path makes their records dead letters)."""
+    texts, bad = convert(values)
+    expected, refused = [], []
+    for row, value in enumerate(values):
+        try:
+            expected.append(None if value is None else to_text(value))
+        except Exception:
+            expected.append(None)
+            refused.append(row)
+    assert sorted(bad) == refused
+    got = texts.to_pylist()
+    assert [t for row, t in enumerate(got) if row not in refused] == [
+        t for row, t in enumerate(expected) if row not in refused
+    ]
+
+
+_FLOAT32 = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+_FLOAT64 = st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+
+@given(
+    values=st.lists(st.none() | _FLOAT32, max_size=40),
+    primitive=st.sampled_from(["float", "double"]),
+)
+def test_float_columns_are_each_value_s_text(values: list[float | None], primitive: str) -> None:
+    _assert_column_is_each(*_column_and_each("float", primitive, ("precise", "long")), values)
+
+
+@given(values=st.lists(st.none() | _FLOAT64 | _FLOAT32, max_size=40))
+def test_double_columns_are_each_value_s_text(values: list[float | None]) -> None:
+    _assert_column_is_each(*_column_and_each("double", "double", ("precise", "long")), values)
+
+
+def test_float_columns_of_edge_values() -> None:
+    edges = [0.0, -0.0, 1e21, 1e-7, 1e16, 1e15, 123456789012345680.0, 5e-324, 1.4e-45, 0.1]
+    edges += [float("inf"), float("-inf"), float("nan"), 3.4028234663852886e38, 1e-6, None]
+    for ctype, primitive in (("float", "float"), ("double", "double")):
+        _assert_column_is_each(*_column_and_each(ctype, primitive, ("precise", "long")), edges)
+
+
+@given(
+    values=st.lists(
+        st.none()
+        | st.decimals(allow_nan=True, allow_infinity=True, places=None)
+        | st.decimals(places=4, allow_nan=False, allow_infinity=False),
+        max_size=30,
+    )
+)
+def test_precise_decimal_columns_are_each_value_s_text(values: list[Decimal | None]) -> None:
+    convert, to_text = _column_and_each("decimal(65,4)", "bytes", ("precise", "long"))
+    _assert_column_is_each(convert, to_text, values)
+
+
+@given(values=st.lists(st.none() | st.binary(max_size=9), max_size=30))
+def test_bit_columns_are_each_value_s_text(values: list[bytes | None]) -> None:
+    _assert_column_is_each(*_column_and_each("bit(64)", "bytes", ("precise", "long")), values)
+
+
+@pytest.mark.parametrize("type_text", ["float", "double", "decimal(10,2)", "bit(8)"])
+def test_a_column_of_another_type_takes_the_one_message_converter(type_text: str) -> None:
+    """A value fastavro would not read for the column's Avro type (a writer schema of
+    another shape) is the one-message converter's to take or refuse."""
+    primitive = "bytes" if type_text[0] in "db" and type_text != "double" else type_text
+    convert, to_text = _column_and_each(type_text, primitive, ("precise", "long"))
+    _assert_column_is_each(convert, to_text, ["1.5", 7, b"\x01", Decimal("2.5"), 2.5, None])
+
+
+# -- whole batches: the batch path and the one decode path agree ------------------------------
+
+_CORRUPTIONS: dict[str, Callable[[Message], Message]] = {
+    "magic": lambda m: dataclasses.replace(m, value=b"\x07" + (m.value or b"")[1:]),
+    "truncated": lambda m: dataclasses.replace(m, value=(m.value or b"")[:-3]),
+    "trailing": lambda m: dataclasses.replace(m, value=(m.value or b"") + b"\x02"),
+    "short": lambda m: dataclasses.replace(m, value=(m.value or b"")[:4]),
+    "unknown id": lambda m: dataclasses.replace(m, value=frame(424242, (m.value or b"")[5:])),
+    "empty": lambda m: dataclasses.replace(m, value=b""),
+    "tombstone": lambda m: dataclasses.replace(m, value=None),
+    "no key": lambda m: dataclasses.replace(m, key=None),
+    "flipped": lambda m: dataclasses.replace(
+        m, value=(m.value or b"")[:-1] + bytes([(m.value or b"\x00")[-1] ^ 0x41])
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def mixed_messages() -> list[Message]:
+    return _messages()[0]
+
+
+@given(
+    data=st.data(),
+    start=st.integers(0, 40),
+    rules=st.sampled_from([None, ["*.alltypes*"], ["*.sbtest*"]]),
+)
+def test_batches_with_bad_records_anywhere_agree(
+    mixed_messages: list[Message], data: st.DataObject, start: int, rules: list[str] | None
+) -> None:
+    """Records corrupted at random places, the batch a slice of a larger Arrow batch (as the
+    decode stage cuts them), a table filter or none: the Arrow batch path gives the rows and
+    dead letters decoding one record at a time gives."""
+    messages = list(mixed_messages[: 120 + start])
+    for at in data.draw(st.lists(st.integers(0, len(messages) - 1), max_size=12)):
+        kind = data.draw(st.sampled_from(sorted(_CORRUPTIONS)))
+        messages[at] = _CORRUPTIONS[kind](messages[at])
+    table_filter = None if rules is None else TableFilter(rules)
+    whole = kafka_batch([*mixed_messages[:start], *messages[start:]])
+    batch = whole.slice(start)  # (Arrow buffers with an offset)
+    staged = decode_batches(iter([batch]), "avro", OPTIONS, table_filter=table_filter)
+    rows = [r for out in staged for r in out.to_pylist()]
+    expected = _one_by_one(messages[start:], table_filter).to_pylist()
+    assert rows == expected
