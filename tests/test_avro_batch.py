@@ -31,8 +31,8 @@ from ticdc_spark.codec.avro.wire import frame
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import RowChange, RowKind, TableSchema
-from ticdc_spark.types import parse_column_type
 from ticdc_spark.spark.decode import decode_batches
+from ticdc_spark.types import parse_column_type
 from ticdc_spark.workload import Workload
 
 URL = "mock://avro-batch"

@@ -99,7 +99,7 @@ def _groups(
             pending.extend(indices)
             continue
         first = indices[0]
-        plan = decoder.known_plan(values[first], keys[first].as_py() or b"")  # type: ignore[arg-type]
+        plan = decoder.known_plan(values[first], keys[first].as_py() or b"")
         if plan is None:
             waiting[code] = indices
             pending.extend(indices)
@@ -160,7 +160,7 @@ def _read(group: _Group, values: list[bytes | None]) -> list[int]:
         stream = stream_of(value)
         stream.seek(start)
         try:
-            datum = reader(stream, parsed, None)
+            datum: Any = reader(stream, parsed, None)
         except Exception:  # (the one decode path says what is wrong with it)
             unread.append(i)
             continue

@@ -75,9 +75,9 @@ def column_text(ctype: ColumnType, primitive: str, to_text: Converter) -> Column
 
 
 _NONE = type(None)
-_FLOAT_TYPES = {float, _NONE}
-_DECIMAL_TYPES = {Decimal, _NONE}
-_BYTES_TYPES = {bytes, _NONE}
+_FLOAT_TYPES: set[type] = {float, _NONE}
+_DECIMAL_TYPES: set[type] = {Decimal, _NONE}
+_BYTES_TYPES: set[type] = {bytes, _NONE}
 _PLAIN_NUMBER = r"[^-.0-9]"  # (a text with anything else is the one-message converter's)
 
 
@@ -96,7 +96,7 @@ def _floats(bits: int, to_text: Converter) -> ColumnText:
         numbers = pa.array(values, pa.float64())
         if bits == 32:  # (round to nearest, as to_float32: a float column's value is exact)
             numbers = numbers.cast(pa.float32(), safe=False)
-        return _patched(numbers.cast(pa.string()), values, to_text)
+        return _patched(numbers.cast(pa.string()), values, to_text, memo=True)
 
     return convert
 
@@ -115,9 +115,12 @@ def _decimals(to_text: Converter) -> ColumnText:
     return convert
 
 
-def _patched(texts: Any, values: Sequence[Any], to_text: Converter) -> tuple[Any, list[int]]:
+def _patched(
+    texts: Any, values: Sequence[Any], to_text: Converter, memo: bool = False
+) -> tuple[Any, list[int]]:
     """``texts`` with each text that is not a plain number written by ``to_text`` instead
-    (the rows it refuses are the bad rows)."""
+    (the rows it refuses are the bad rows); ``memo``: once per distinct value (floats: the
+    only equal floats of different texts, 0.0 and -0.0, are plain numbers to Arrow)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -127,12 +130,20 @@ def _patched(texts: Any, values: Sequence[Any], to_text: Converter) -> tuple[Any
     if not rows:
         return texts, []
     patched, bad = texts.to_pylist(), []
+    done: dict[Any, str] = {}
     for row in rows:
+        value = values[row]
+        if memo and value in done:
+            patched[row] = done[value]
+            continue
         try:
-            patched[row] = to_text(values[row])
+            patched[row] = to_text(value)
         except Exception:  # (the one decode path says what is wrong with it)
             patched[row] = None
             bad.append(row)
+            continue
+        if memo:
+            done[value] = patched[row]
     return pa.array(patched, pa.string()), bad
 
 
@@ -145,7 +156,7 @@ def _bits(to_text: Converter) -> ColumnText:
         if not _only(values, _BYTES_TYPES):
             return each(values)
         numbers = _big_endian_u64(pa.array(values, pa.binary()))
-        return (each(values) if numbers is None else (numbers.cast(pa.string()), []))
+        return each(values) if numbers is None else (numbers.cast(pa.string()), [])
 
     return convert
 
@@ -300,7 +311,7 @@ def base64_texts(values: Any) -> Any:
         data = np.frombuffer(data_buffer, np.uint8)[offsets[0] : offsets[-1]]
         shift = np.repeat(starts[:-1] - (offsets[:-1] - offsets[0]), lengths)
         laid_out[np.arange(len(data)) + shift] = data
-    text = np.frombuffer(binascii.b2a_base64(laid_out, newline=False), np.uint8).copy()
+    text = np.frombuffer(binascii.b2a_base64(laid_out.data, newline=False), np.uint8).copy()
     ends, short = text_offsets[1:], padded - lengths
     text[ends[short >= 1] - 1] = ord("=")
     text[ends[short == 2] - 2] = ord("=")
