@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 from fastavro import schemaless_reader
 
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged
+from ticdc_spark.codec.avro.columns import as_arrow
+from ticdc_spark.codec.avro.vectorized import read_columns
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.model import RowKind, TableSchema
@@ -40,6 +42,7 @@ class _Group:
         self.indices = indices  # the records, ascending
         self.datums: list[dict[str, Any]] = []
         self.read: list[int] = []  # the records whose body read, ascending
+        self.columns: dict[str, Any] | None = None  # (read by numpy: Arrow arrays instead)
 
 
 def decode_batch(
@@ -54,14 +57,15 @@ def decode_batch(
     groups = _groups(decoder, batch, values, careful_rows)
     tables = Tables(sink.row_kind)
     parts, unread = [], []
-    for group in groups:
-        unread.extend(_read(group, values))
-        if not group.read:
-            continue
-        part, bad = _group_rows(group, batch, tables, sink)
-        if part is not None:
-            parts.append(part)
-        unread.extend(bad)
+    for whole in groups:
+        for group in _vectorized(whole, batch.column("value")):
+            unread.extend(_read(group, values))
+            if not group.read:
+                continue
+            part, bad = _group_rows(group, batch, tables, sink)
+            if part is not None:
+                parts.append(part)
+            unread.extend(bad)
     for i in sorted(unread):
         careful_rows(i)
     if parts:
@@ -146,9 +150,29 @@ def _header_codes(batch: Any) -> Any:
     return codes.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
+def _vectorized(group: _Group, values: Any) -> list[_Group]:
+    """The group's records read by numpy (:mod:`.vectorized`) when its writer schema allows,
+    as a group of Arrow columns, and a group of those left to fastavro."""
+    import numpy as np
+    import pyarrow as pa
+
+    kinds = group.plan.record.kinds
+    if kinds is None:
+        return [group]
+    columns, ok = read_columns(kinds, values.take(pa.array(group.indices, pa.int64())))
+    at = np.array(group.indices, np.int64)
+    read = _Group(group.plan, at[ok].tolist())
+    read.read = read.indices
+    keep = pa.array(ok)
+    read.columns = {name: column.filter(keep) for name, column in columns.items()}
+    return [read, _Group(group.plan, at[~ok].tolist())]
+
+
 def _read(group: _Group, values: list[bytes | None]) -> list[int]:
     """Read the group's bodies with fastavro, each to its last byte (as the one decode path
     does); returns the records that did not read."""
+    if group.columns is not None or not group.indices:
+        return []
     record = group.plan.record
     if record.record.get("type") != "record":
         return group.indices  # (the one decode path says what is wrong with it)
@@ -185,14 +209,23 @@ def _group_rows(
     positions = {name: j for j, name in enumerate(names)}
     if any(name not in positions for name in plan.key):
         return None, group.read  # (a key column the value lacks: the one path says so)
-    columns = _columns(group.datums, [*names, *record.extension])
+    if group.columns is not None:
+        columns = [group.columns[name] for name in (*names, *record.extension)]
+    else:
+        columns = _columns(group.datums, [*names, *record.extension])
     n, k = len(group.read), len(names)
     kinds = _kinds(columns[k:], record.extension, n)
     if kinds is None:
         return None, group.read
     updates, commit_ts, bad_rows = kinds
     texts = []
-    for convert, column in zip(record.columns, columns, strict=False):
+    ready = _ready(group)
+    for j, (convert, column) in enumerate(zip(record.columns, columns, strict=False)):
+        if j in ready:  # (a decimal numpy read as its text)
+            texts.append(column)
+            continue
+        if group.columns is not None and not getattr(convert, "takes_arrow", False):
+            column = column.to_pylist()  # (the Python values fastavro would have read)
         text, bad = convert(column)
         texts.append(text)
         bad_rows.update(bad)
@@ -218,6 +251,15 @@ def _group_rows(
     return (rows, indices, slots, schema_texts), [group.read[r] for r in bad_rows]
 
 
+def _ready(group: _Group) -> set[int]:
+    """The column fields numpy read as their changelog text already (precise decimals)."""
+    if group.columns is None:
+        return set()
+    kinds = group.plan.record.kinds or []
+    decimals = {kind[0] for kind in kinds if kind[3] is not None}
+    return {j for j, field in enumerate(group.plan.record.fields) if field[0] in decimals}
+
+
 def _kinds(columns: list[Any], extension: tuple[str, ...], n: int) -> Any:
     """(UPDATE? per row, commit ts, the rows whose ``_tidb_op`` or commit ts the one decode
     path refuses) from the TiDB extension fields, as :func:`row_kind_and_ts` reads them one
@@ -232,12 +274,12 @@ def _kinds(columns: list[Any], extension: tuple[str, ...], n: int) -> Any:
     commit_ts: Any = np.zeros(n, np.int64)
     try:
         if "_tidb_op" in fields:
-            ops = pa.array(fields["_tidb_op"], pa.string())
+            ops = as_arrow(fields["_tidb_op"], pa.string())
             known = pc.is_in(ops, pa.array(["c", "u", ""]))  # (row_kind_and_ts's _KINDS)
             bad |= ~pc.fill_null(known, False).to_numpy(zero_copy_only=False)
             updates = pc.fill_null(pc.equal(ops, "u"), False).to_numpy(zero_copy_only=False)
         if "_tidb_commit_ts" in fields:
-            ts = pa.array(fields["_tidb_commit_ts"], pa.int64())
+            ts = as_arrow(fields["_tidb_commit_ts"], pa.int64())
             bad |= ~pc.fill_null(pc.greater_equal(ts, 0), False).to_numpy(zero_copy_only=False)
             commit_ts = pc.fill_null(ts, 0)
     except (TypeError, ValueError, OverflowError):  # (pyarrow's ArrowInvalid among them)

@@ -33,7 +33,7 @@ from typing import Any
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.types import ColumnType, Family
 
-__all__ = ["ColumnText", "base64_texts", "column_text"]
+__all__ = ["ColumnText", "as_arrow", "base64_texts", "column_text", "takes_arrow"]
 
 # (values) -> (texts, rows whose value did not convert)
 ColumnText = Callable[[Sequence[Any]], "tuple[Any, list[int]]"]
@@ -85,15 +85,53 @@ def _only(values: Sequence[Any], types: set[type]) -> bool:
     return set(map(type, values)) <= types
 
 
+def _is_arrow(values: Any) -> bool:
+    import pyarrow as pa
+
+    return isinstance(values, pa.Array)
+
+
+def as_arrow(values: Any, kind: Any) -> Any:
+    """The values as an Arrow array of ``kind``: an Arrow array of that type as it is, of
+    another type (an odd writer schema) through its Python values, as a list would be."""
+    import pyarrow as pa
+
+    if isinstance(values, pa.Array):
+        if values.type == kind:
+            return values
+        values = values.to_pylist()
+    return pa.array(values, kind)
+
+
+def _value(values: Any, row: int) -> Any:
+    """One value as fastavro reads it (an Arrow array's: its Python value)."""
+    return values[row].as_py() if _is_arrow(values) else values[row]
+
+
+def _listed(values: Any) -> Any:
+    return values.to_pylist() if _is_arrow(values) else values
+
+
+def takes_arrow(convert: ColumnText) -> ColumnText:
+    """Mark a converter that also takes an Arrow array of the column's values (the others
+    take their Python values)."""
+    convert.takes_arrow = True  # type: ignore[attr-defined]
+    return convert
+
+
 def _floats(bits: int, to_text: Converter) -> ColumnText:
     each = _each(to_text)
 
+    @takes_arrow
     def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
         import pyarrow as pa
 
-        if not _only(values, _FLOAT_TYPES):
-            return each(values)
-        numbers = pa.array(values, pa.float64())
+        if _is_arrow(values) and pa.types.is_floating(values.type):  # type: ignore[attr-defined]
+            numbers = values.cast(pa.float64())  # type: ignore[attr-defined]
+        elif _is_arrow(values) or not _only(values, _FLOAT_TYPES):
+            return each(_listed(values))
+        else:
+            numbers = pa.array(values, pa.float64())
         if bits == 32:  # (round to nearest, as to_float32: a float column's value is exact)
             numbers = numbers.cast(pa.float32(), safe=False)
         return _patched(numbers.cast(pa.string()), values, to_text, memo=True)
@@ -132,7 +170,7 @@ def _patched(
     patched, bad = texts.to_pylist(), []
     done: dict[Any, str] = {}
     for row in rows:
-        value = values[row]
+        value = _value(values, row)
         if memo and value in done:
             patched[row] = done[value]
             continue
@@ -182,37 +220,41 @@ def _big_endian_u64(values: Any) -> Any:
     return pa.array(numbers, pa.uint64(), mask=values.is_null().to_numpy(zero_copy_only=False))
 
 
+@takes_arrow
 def _strings(values: Sequence[Any]) -> tuple[Any, list[int]]:
     import pyarrow as pa
 
-    return pa.array(values, pa.string()), []
+    return as_arrow(values, pa.string()), []
 
 
+@takes_arrow
 def _integers(values: Sequence[Any]) -> tuple[Any, list[int]]:
     import pyarrow as pa
 
-    return pa.array(values, pa.int64()).cast(pa.string()), []
+    return as_arrow(values, pa.int64()).cast(pa.string()), []
 
 
+@takes_arrow
 def _unsigned_integers(values: Sequence[Any]) -> tuple[Any, list[int]]:
     import pyarrow as pa
 
-    wrapped = pa.array(values, pa.int64()).cast(pa.uint64(), safe=False)  # two's complement
+    wrapped = as_arrow(values, pa.int64()).cast(pa.uint64(), safe=False)  # two's complement
     return wrapped.cast(pa.string()), []
 
 
 def _laid_out(layout: str, to_text: Converter) -> ColumnText:
+    @takes_arrow
     def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        texts = pa.array(values, pa.string())
+        texts = as_arrow(values, pa.string())
         other = pc.invert(pc.match_substring_regex(texts, layout)).fill_null(False)
         bad = []
         for row in np.flatnonzero(other.to_numpy(zero_copy_only=False)).tolist():
             try:
-                to_text(values[row])
+                to_text(_value(values, row))
             except Exception:  # (the one decode path says what is wrong with it)
                 bad.append(row)
         return texts, bad
@@ -268,9 +310,13 @@ def _each(to_text: Converter) -> ColumnText:
 def _base64_column(to_text: Converter) -> ColumnText:
     each = _each(to_text)
 
+    @takes_arrow
     def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
         import pyarrow as pa
 
+        if _is_arrow(values) and values.type == pa.binary():  # type: ignore[attr-defined]
+            return base64_texts(values), []
+        values = _listed(values)
         if not _only(values, _BYTES_TYPES):
             return each(values)  # (Arrow would take a str: the one-message converter refuses)
         return base64_texts(pa.array(values, pa.binary())), []

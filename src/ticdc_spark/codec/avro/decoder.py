@@ -39,6 +39,7 @@ from ticdc_spark.codec.avro.columns import ColumnText, column_text
 from ticdc_spark.codec.avro.dialect import dialect_for
 from ticdc_spark.codec.avro.options import PROTOCOL, AvroOptions
 from ticdc_spark.codec.avro.registry import UnknownSchemaId, registry
+from ticdc_spark.codec.avro.vectorized import FieldKind, field_kinds
 from ticdc_spark.codec.avro.wire import HEADER_SIZE, unframe
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error
@@ -64,6 +65,7 @@ class _Record:
     fields: tuple[_Field, ...]
     columns: tuple[ColumnText, ...]  # each field's changelog text a column at a time
     extension: tuple[str, ...]  # the TiDB extension fields it has that give kind and ts
+    kinds: list[FieldKind] | None  # its fields, when numpy reads its bodies (.vectorized)
 
 
 @dataclass(slots=True)
@@ -86,7 +88,9 @@ def _record(text: str) -> _Record:
         columns.append(column_text(f.ctype, f.primitive, to_text))
     names = {f["name"] for f in record["fields"]}  # (column_fields checked the record)
     extension = tuple(name for name in ("_tidb_op", "_tidb_commit_ts") if name in names)
-    return _Record(parse_schema(record), record, tuple(fields), tuple(columns), extension)
+    return _Record(
+        parse_schema(record), record, tuple(fields), tuple(columns), extension, field_kinds(record)
+    )
 
 
 class AvroDecoder(DecoderBase):

@@ -1,0 +1,237 @@
+"""Avro bodies of one writer schema read a field at a time across all the records, with numpy:
+no Python per record, no Python objects per value.
+
+Every record's cursor advances through its body in lockstep, field by field: zigzag varints,
+little-endian floats and doubles, length-prefixed strings and bytes (gathered into Arrow
+arrays), a ``["null", T]`` union's index.  A precise DECIMAL (``bytes`` with the decimal
+logical type) of at most 8 bytes and at most ``precision`` digits becomes its text, as
+``format(decimal, "f")`` writes the :class:`~decimal.Decimal` fastavro makes.
+
+Only writer schemas made of those kinds are read here (:func:`field_kinds`).  A record is
+*not read* (it goes to fastavro, and from there to the one decode path, which say what is
+wrong with it) when anything about it is unusual: a varint of 10 bytes or more, a length
+that is negative or runs past its body, a union index other than 0 or 1, a body its last
+field does not end exactly, text that is not UTF-8, a decimal too long for this path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ticdc_spark.codec.avro.wire import HEADER_SIZE
+
+__all__ = ["FieldKind", "field_kinds", "read_columns"]
+
+# (field name, Avro primitive, nullable, (precision, scale) of a decimal or None)
+FieldKind = tuple[str, str, bool, "tuple[int, int] | None"]
+
+_PRIMITIVES = {"int", "long", "float", "double", "string", "bytes"}
+_MAX_VARINT = 9  # bytes: 63 bits, what an int64 holds whatever its sign (zigzag)
+_PAD = 16  # zero bytes after the data, so that gathers past a short body stay in bounds
+
+
+def field_kinds(record: Mapping[str, Any]) -> list[FieldKind] | None:
+    """The kinds of a record schema's fields, or None when one is not read here."""
+    kinds: list[FieldKind] = []
+    for field in record.get("fields", ()):
+        avro_type, nullable = field.get("type"), False
+        if isinstance(avro_type, list):
+            if len(avro_type) != 2 or avro_type[0] != "null":
+                return None
+            avro_type, nullable = avro_type[1], True
+        decimal = None
+        if isinstance(avro_type, dict):
+            logical = avro_type.get("logicalType")
+            if logical == "decimal" and avro_type.get("type") == "bytes":
+                precision, scale = avro_type.get("precision"), avro_type.get("scale", 0)
+                if type(precision) is not int or type(scale) is not int:
+                    return None
+                if not 0 <= scale <= precision <= 38:
+                    return None
+                decimal = (precision, scale)
+            elif logical is not None:
+                return None
+            avro_type = avro_type.get("type")
+        if avro_type not in _PRIMITIVES:
+            return None
+        kinds.append((field["name"], avro_type, nullable, decimal))
+    return kinds
+
+
+def read_columns(kinds: list[FieldKind], values: Any) -> tuple[dict[str, Any], Any]:
+    """({field name: its values as an Arrow array}, which records read) for an Arrow binary
+    array of framed values (headers already matched).  Decimals come as their text; the
+    arrays hold every record, those that did not read as nulls."""
+    import numpy as np
+
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
+    offsets = offsets.astype(np.int64)
+    raw = values.buffers()[2]
+    data = np.zeros(int(offsets[-1]) + _PAD, np.uint8)
+    if raw is not None and offsets[-1]:
+        data[: offsets[-1]] = np.frombuffer(raw, np.uint8, int(offsets[-1]))
+    cursor = _Cursor(data, offsets[:-1] + HEADER_SIZE, offsets[1:])
+    columns = {}
+    for name, primitive, nullable, decimal in kinds:
+        present = cursor.ok.copy()
+        if nullable:
+            index = cursor.varint(present)
+            cursor.ok &= ~present | (index == 0) | (index == 1)
+            present &= cursor.ok & (index == 1)
+        columns[name] = cursor.column(primitive, present, decimal)
+    cursor.ok &= cursor.pos == cursor.end
+    return columns, cursor.ok
+
+
+class _Cursor:
+    """Each record's position in ``data``, its body's end, and whether it still reads."""
+
+    def __init__(self, data: Any, pos: Any, end: Any) -> None:
+        import numpy as np
+
+        self.data, self.pos, self.end = data, pos.copy(), end
+        self.ok = np.ones(len(pos), np.bool_)
+
+    def varint(self, active: Any) -> Any:
+        """The zigzag varint at each active record (advanced past it); 0 elsewhere."""
+        import numpy as np
+
+        data, pos, end = self.data, self.pos, self.end
+        value = np.zeros(len(pos), np.uint64)
+        length = np.zeros(len(pos), np.int64)
+        going = active & self.ok
+        for k in range(_MAX_VARINT + 1):
+            at = pos + k
+            short = going & (at >= end)
+            self.ok &= ~short
+            going &= ~short
+            if not going.any():
+                break
+            byte = data[np.where(going, at, 0)].astype(np.uint64)
+            value |= np.where(going, (byte & np.uint64(0x7F)) << np.uint64(7 * k), 0).astype(
+                np.uint64
+            )
+            length += going
+            going &= (byte & np.uint64(0x80)) != 0
+        self.ok &= ~going & (length <= _MAX_VARINT)
+        self.pos = pos + np.where(active & self.ok, length, 0)
+        signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(
+            np.int64
+        )
+        return np.where(active & self.ok, signed, 0)
+
+    def column(self, primitive: str, present: Any, decimal: tuple[int, int] | None) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        if primitive in ("int", "long"):
+            numbers = self.varint(present)
+            return pa.array(numbers, pa.int64(), mask=~(present & self.ok))
+        if primitive in ("float", "double"):
+            width = 4 if primitive == "float" else 8
+            active = present & self.ok
+            self.ok &= ~active | (self.pos + width <= self.end)
+            active &= self.ok
+            at = np.where(active, self.pos, 0)[:, None] + np.arange(width)
+            numbers = self.data[at].copy().view("<f4" if width == 4 else "<f8")[:, 0]
+            self.pos = self.pos + np.where(active, width, 0)
+            kind = pa.float32() if width == 4 else pa.float64()
+            return pa.array(numbers, kind, mask=~active)
+        return self._lengthy(primitive, present, decimal)
+
+    def _lengthy(self, primitive: str, present: Any, decimal: tuple[int, int] | None) -> Any:
+        """A string or bytes field (a decimal's bytes: its text)."""
+        import numpy as np
+        import pyarrow as pa
+
+        sizes = self.varint(present)
+        active = present & self.ok
+        self.ok &= ~active | ((sizes >= 0) & (self.pos + sizes <= self.end))
+        active &= self.ok
+        sizes = np.where(active, sizes, 0)
+        starts = np.zeros(len(sizes) + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        if starts[-1] >= 1 << 31:  # (past a string array's offsets: not here)
+            self.ok &= ~active
+            return pa.nulls(len(sizes), pa.string() if primitive == "string" else pa.binary())
+        gather = np.repeat(self.pos - starts[:-1], sizes) + np.arange(starts[-1])
+        payload = self.data[gather]
+        self.pos = self.pos + sizes
+        validity = pa.array(active).buffers()[1] if not active.all() else None
+        nulls = int(len(active) - active.sum())
+        buffers = [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(payload)]
+        if decimal is not None:
+            return self._decimal_texts(buffers, len(sizes), nulls, active, decimal)
+        kind = pa.string() if primitive == "string" else pa.binary()
+        column = pa.Array.from_buffers(kind, len(sizes), buffers, nulls)
+        if primitive == "string":
+            column = self._utf8(column, active)
+        return column
+
+    def _utf8(self, column: Any, active: Any) -> Any:
+        """The string column, its records with text that is not UTF-8 marked as not read."""
+        import numpy as np
+        import pyarrow as pa
+
+        try:
+            column.validate(full=True)
+            return column
+        except pa.ArrowInvalid:
+            pass
+        raw = column.view(pa.binary()).to_pylist()
+        for row in np.flatnonzero(active).tolist():
+            try:
+                raw[row].decode("utf-8")
+            except UnicodeDecodeError:
+                self.ok[row] = False
+                raw[row] = None
+        return pa.array(raw, pa.binary()).cast(pa.string())
+
+    def _decimal_texts(
+        self, buffers: list[Any], n: int, nulls: int, active: Any, decimal: tuple[int, int]
+    ) -> Any:
+        """The text of each decimal: its big-endian two's complement unscaled value with the
+        schema's scale, as fastavro's Decimal (at most ``precision`` digits) prints."""
+        import numpy as np
+        import pyarrow as pa
+
+        precision, scale = decimal
+        lengths = np.diff(np.frombuffer(buffers[1], np.int32))
+        self.ok &= ~active | ((lengths >= 1) & (lengths <= 8))
+        active = active & self.ok
+        laid_out = np.zeros(n * 8, np.uint8)
+        payload = np.frombuffer(buffers[2], np.uint8)
+        sizes = np.where(active, lengths, 0).astype(np.int64)
+        starts = np.frombuffer(buffers[1], np.int32)[:-1].astype(np.int64)
+        shift = np.repeat(np.arange(n, dtype=np.int64) * 8 + 8 - sizes - starts, sizes)
+        taken = np.repeat(starts, sizes) + _ranges(sizes)
+        laid_out[taken + shift] = payload[taken]
+        # sign-extend: the bytes left of a negative value's first are 0xff
+        negative = active & (laid_out.reshape(n, 8)[np.arange(n), np.clip(8 - sizes, 0, 7)] >= 128)
+        fill = (np.arange(8)[None, :] < (8 - sizes)[:, None]) & negative[:, None]
+        grid = laid_out.reshape(n, 8)
+        grid[fill] = 0xFF
+        unscaled = grid.view(">i8")[:, 0].astype(np.int64)
+        if precision < 19:  # (more digits than the precision: fastavro's context rounds)
+            fits = (np.abs(unscaled) < 10**precision) & (unscaled != np.iinfo(np.int64).min)
+            self.ok &= ~active | fits
+            active &= self.ok
+        as_decimal = pa.array(unscaled, pa.int64(), mask=~active).cast(
+            pa.decimal128(max(precision, 19), 0)
+        )
+        scaled = pa.Array.from_buffers(
+            pa.decimal128(38, scale), n, as_decimal.buffers(), as_decimal.null_count
+        )
+        return scaled.cast(pa.string())
+
+
+def _ranges(sizes: Any) -> Any:
+    """0..size-1 for each size, end to end."""
+    import numpy as np
+
+    total = int(sizes.sum())
+    starts = np.zeros(len(sizes), np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    return np.arange(total, dtype=np.int64) - np.repeat(starts, sizes)
