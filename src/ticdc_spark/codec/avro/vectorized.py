@@ -4,19 +4,20 @@ no Python per record, no Python objects per value.
 Every record's cursor advances through its body in lockstep, field by field: zigzag varints,
 little-endian floats and doubles, length-prefixed strings and bytes (gathered into Arrow
 arrays), a ``["null", T]`` union's index.  A precise DECIMAL (``bytes`` with the decimal
-logical type) of at most 8 bytes and at most ``precision`` digits becomes its text, as
-``format(decimal, "f")`` writes the :class:`~decimal.Decimal` fastavro makes.
+logical type) becomes its text, as ``format(decimal, "f")`` writes the
+:class:`~decimal.Decimal` fastavro makes (numpy and Arrow for values of up to 8 bytes).
 
 Only writer schemas made of those kinds are read here (:func:`field_kinds`).  A record is
 *not read* (it goes to fastavro, and from there to the one decode path, which say what is
 wrong with it) when anything about it is unusual: a varint of 10 bytes or more, a length
 that is negative or runs past its body, a union index other than 0 or 1, a body its last
-field does not end exactly, text that is not UTF-8, a decimal too long for this path.
+field does not end exactly, text that is not UTF-8.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Context
 from typing import Any
 
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
@@ -47,7 +48,7 @@ def field_kinds(record: Mapping[str, Any]) -> list[FieldKind] | None:
                 precision, scale = avro_type.get("precision"), avro_type.get("scale", 0)
                 if type(precision) is not int or type(scale) is not int:
                     return None
-                if not 0 <= scale <= precision <= 38:
+                if not 0 <= scale <= precision:
                     return None
                 decimal = (precision, scale)
             elif logical is not None:
@@ -192,39 +193,43 @@ class _Cursor:
     def _decimal_texts(
         self, buffers: list[Any], n: int, nulls: int, active: Any, decimal: tuple[int, int]
     ) -> Any:
-        """The text of each decimal: its big-endian two's complement unscaled value with the
-        schema's scale, as fastavro's Decimal (at most ``precision`` digits) prints."""
+        """The text of each decimal, as ``format(d, "f")`` prints the Decimal fastavro makes of
+        its big-endian two's complement unscaled value: numpy and Arrow for a value of 1 to 8
+        bytes (of at most ``precision`` digits, scale at most 38), Python for the others."""
         import numpy as np
         import pyarrow as pa
 
         precision, scale = decimal
-        lengths = np.diff(np.frombuffer(buffers[1], np.int32))
-        self.ok &= ~active | ((lengths >= 1) & (lengths <= 8))
-        active = active & self.ok
-        laid_out = np.zeros(n * 8, np.uint8)
+        offsets = np.frombuffer(buffers[1], np.int32).astype(np.int64)
+        lengths = np.diff(offsets)
         payload = np.frombuffer(buffers[2], np.uint8)
-        sizes = np.where(active, lengths, 0).astype(np.int64)
-        starts = np.frombuffer(buffers[1], np.int32)[:-1].astype(np.int64)
-        shift = np.repeat(np.arange(n, dtype=np.int64) * 8 + 8 - sizes - starts, sizes)
-        taken = np.repeat(starts, sizes) + _ranges(sizes)
-        laid_out[taken + shift] = payload[taken]
-        # sign-extend: the bytes left of a negative value's first are 0xff
-        negative = active & (laid_out.reshape(n, 8)[np.arange(n), np.clip(8 - sizes, 0, 7)] >= 128)
-        fill = (np.arange(8)[None, :] < (8 - sizes)[:, None]) & negative[:, None]
-        grid = laid_out.reshape(n, 8)
-        grid[fill] = 0xFF
+        simple = active & (lengths >= 1) & (lengths <= 8) & (scale <= 38)
+        sizes = np.where(simple, lengths, 0)
+        grid = np.zeros((n, 8), np.uint8)
+        taken = np.repeat(offsets[:-1], sizes) + _ranges(sizes)
+        rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
+        grid[rows, np.repeat(8 - sizes, sizes) + _ranges(sizes)] = payload[taken]
+        first = grid[np.arange(n), np.clip(8 - sizes, 0, 7)]
+        grid[(np.arange(8)[None, :] < (8 - sizes)[:, None]) & (first >= 128)[:, None]] = 0xFF
         unscaled = grid.view(">i8")[:, 0].astype(np.int64)
         if precision < 19:  # (more digits than the precision: fastavro's context rounds)
-            fits = (np.abs(unscaled) < 10**precision) & (unscaled != np.iinfo(np.int64).min)
-            self.ok &= ~active | fits
-            active &= self.ok
-        as_decimal = pa.array(unscaled, pa.int64(), mask=~active).cast(
-            pa.decimal128(max(precision, 19), 0)
-        )
+            simple &= (np.abs(unscaled) < 10**precision) & (unscaled != np.iinfo(np.int64).min)
+        as_decimal = pa.array(unscaled, pa.int64(), mask=~simple).cast(pa.decimal128(19, 0))
         scaled = pa.Array.from_buffers(
-            pa.decimal128(38, scale), n, as_decimal.buffers(), as_decimal.null_count
+            pa.decimal128(38, min(scale, 38)), n, as_decimal.buffers(), as_decimal.null_count
         )
-        return scaled.cast(pa.string())
+        texts = scaled.cast(pa.string())
+        others = np.flatnonzero(active & ~simple).tolist()
+        if not others:
+            return texts
+        patched = texts.to_pylist()
+        context = Context(prec=precision)
+        for row in others:
+            raw = payload[offsets[row] : offsets[row + 1]].tobytes()
+            unscaled_value = int.from_bytes(raw, "big", signed=True)
+            value = context.create_decimal(unscaled_value).scaleb(-scale, context)
+            patched[row] = format(value, "f")
+        return pa.array(patched, pa.string())
 
 
 def _ranges(sizes: Any) -> Any:
