@@ -118,9 +118,7 @@ class _Cursor:
             going &= (byte & np.uint64(0x80)) != 0
         self.ok &= ~going & (length <= _MAX_VARINT)
         self.pos = pos + np.where(active & self.ok, length, 0)
-        signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(
-            np.int64
-        )
+        signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
         return np.where(active & self.ok, signed, 0)
 
     def column(self, primitive: str, present: Any, decimal: tuple[int, int] | None) -> Any:
@@ -198,6 +196,7 @@ class _Cursor:
         bytes (of at most ``precision`` digits, scale at most 38), Python for the others."""
         import numpy as np
         import pyarrow as pa
+        import pyarrow.compute as pc
 
         precision, scale = decimal
         offsets = np.frombuffer(buffers[1], np.int32).astype(np.int64)
@@ -219,6 +218,9 @@ class _Cursor:
             pa.decimal128(38, min(scale, 38)), n, as_decimal.buffers(), as_decimal.null_count
         )
         texts = scaled.cast(pa.string())
+        # (Arrow writes a small value of a large scale as Java does, 1E-7: Python's text then)
+        exponent = pc.match_substring(texts, "E").fill_null(False)
+        simple &= ~exponent.to_numpy(zero_copy_only=False)
         others = np.flatnonzero(active & ~simple).tolist()
         if not others:
             return texts
