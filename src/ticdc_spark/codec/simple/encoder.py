@@ -24,7 +24,7 @@ from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.convert import NORMALIZED, Dialect
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import LargeMessages
-from ticdc_spark.codec.simple import avro
+from ticdc_spark.codec.simple import avro, avrorows
 from ticdc_spark.codec.simple.dialect import is_timestamp, json_dialect
 from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
 from ticdc_spark.codec.simple.wire import (
@@ -127,23 +127,33 @@ class _Plan:
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
     timestamps: tuple[bytes, ...]  # the JSON keys (with ':"') of the TIMESTAMP columns
     avro_texts: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]  # (see _texts)
+    avro_writer: avrorows.ImageWriter | None  # the images' writer made for the table
+    avro_head: bytes  # a DML message up to its type: Message branch ... tableID
+    avro_version: bytes  # the schemaVersion as written
 
 
 def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
     columns = sorted(schema.columns, key=lambda c: c.name.encode())
+    avro_columns = tuple(
+        avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns
+    )
+    avro_texts = tuple(
+        (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
+        for c in columns
+        if c.type.family in _AVRO_TEXTS
+    )
     return _Plan(
         tuple((c.name, json_values.encoder(c.type)) for c in columns),
-        tuple(avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns),
+        avro_columns,
         tuple(
             (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
             for c in columns
         ),
         tuple(orjson.dumps(c.name) + b':"' for c in columns if is_timestamp(c.type)),
-        tuple(
-            (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
-            for c in columns
-            if c.type.family in _AVRO_TEXTS
-        ),
+        avro_texts,
+        avrorows.image_writer(avro_columns, tuple(name for _, name, *_ in avro_texts)),
+        avro.dml_head(schema.database, schema.table, schema.table_id),
+        avro.long_bytes(schema.version),
     )
 
 
@@ -178,6 +188,33 @@ def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes |
         wrapped = b'{"location":' + location + b',"value":' + data[start:end] + b"}"
         data = data[:start] + wrapped + data[end:]
     return data
+
+
+def _avro_row(
+    plan: _Plan,
+    row: RowChange,
+    now: int,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    key_only: bool,
+    location: str | None,
+) -> bytes:
+    """A DML message in Avro: the table's constant head, the row's members, its images."""
+    data = old = None
+    if after is not None:
+        data = avrorows.image_bytes(plan.avro_writer, plan.avro, after, _texts(plan, after))
+    if before is not None:
+        old = avrorows.image_bytes(plan.avro_writer, plan.avro, before, _texts(plan, before))
+    return b"".join(
+        (
+            plan.avro_head,
+            avro.dml_members(row.kind.value, row.commit_ts, now),
+            plan.avro_version,
+            avro.dml_options(location, key_only, row.checksum),
+            b"\x00" if data is None else data,
+            b"\x00" if old is None else old,
+        )
+    )
 
 
 def _text_of(ctype: ColumnType) -> Callable[[Any], str] | None:
@@ -270,17 +307,12 @@ class SimpleEncoder:
             before = None
         elif row.kind is RowKind.DELETE:
             after = None
-        head = self._dml_head(row, now, key_only or row.handle_key_only, location)
+        key_only = key_only or row.handle_key_only
         plan = self._plan(row.schema)
         if self._avro:
-            data = old = None
-            if after is not None:
-                data = avro.row_map_bytes(plan.avro, after, _texts(plan, after))
-            if before is not None:
-                old = avro.row_map_bytes(plan.avro, before, _texts(plan, before))
-            value = avro.dml_bytes(head, data, old)
+            value = _avro_row(plan, row, now, before, after, key_only, location)
         else:
-            value = self._json_row(head, plan, before, after)
+            value = self._json_row(self._dml_head(row, now, key_only, location), plan, before, after)
         return self._large.compress(value)
 
     def _json_row(
