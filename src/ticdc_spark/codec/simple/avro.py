@@ -30,7 +30,7 @@ from ticdc_spark.model import RowChecksum
 from ticdc_spark.types import ColumnType, Family
 
 __all__ = ["SCHEMA", "dml_head", "dml_members", "dml_options", "long_bytes", "plan_column"]
-__all__ += ["read_message", "row_map_bytes", "write_message"]
+__all__ += ["read_message", "row_map_bytes", "varint", "write_message"]
 
 SCHEMA: Any = fastavro.parse_schema(
     orjson.loads(resources.files(__package__).joinpath("message.avsc").read_bytes())
@@ -46,24 +46,28 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def long_bytes(value: int) -> bytes:
-    """An Avro ``long``: zigzag, then base-128 varint (short ones without a loop)."""
+    """An Avro ``long``: zigzag, then base-128 varint."""
     if not _I64_MIN <= value <= _I64_MAX:
         raise ValueError(f"{value} does not fit an Avro long")
     n = (value << 1) ^ (value >> 63)
-    if n < 0x80:
-        return _ONE_BYTE[n]
+    return _ONE_BYTE[n] if n < 0x80 else varint(n)
+
+
+def varint(n: int) -> bytes:
+    """The base-128 varint of a zigzagged long ``n`` of two bytes or more (``n`` >= 128).
+
+    A value outside the 64-bit range zigzags to 2**64 or more (as ``(v << 1) ^ (v >> 63)``
+    on Python's integers leaves it): that is refused.  Past three bytes, ``n``'s 7-bit groups
+    are spread one per byte in a few whole-integer steps rather than a loop per byte (ids,
+    timestamps and wide integers take 4 to 10 bytes): 56-bit halves into 64-bit lanes, then
+    28 bits into 32, 14 into 16, 7 into 8; then every byte but the last gets its continuation
+    bit."""
     if n < 0x4000:
         return bytes(((n & 0x7F) | 0x80, n >> 7))
     if n < 0x200000:
         return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
-    return _wide_varint(n)
-
-
-def _wide_varint(n: int) -> bytes:
-    """The varint of ``n`` (under 2**64) in a few whole-integer steps rather than a loop per
-    byte (ids, timestamps and wide integers take 4 to 10 bytes): its 7-bit groups are spread
-    one per byte by halving (56-bit halves of 64-bit lanes, then 28 bits into 32, 14 into 16, 7
-    into 8), then every byte but the last gets its continuation bit."""
+    if n >> 64:
+        raise ValueError("a value outside the 64-bit range does not fit an Avro long")
     x = (n & _LOW56) | ((n >> 56) << 64)
     x = (x & _SPREAD[0][0]) | ((x & _SPREAD[0][1]) << 4)
     x = (x & _SPREAD[1][0]) | ((x & _SPREAD[1][1]) << 2)

@@ -37,6 +37,7 @@ from ticdc_spark.codec.simple.avro import (
     PlanColumn,
     long_bytes,
     row_map_bytes,
+    varint,
 )
 
 __all__ = ["ImageWriter", "image_bytes", "image_writer"]
@@ -49,10 +50,15 @@ _SIZES = 4096  # lengths below this take their varint from a table
 _SIZED = "(SIZE[n] if (n := len(b := {data})) < 4096 else LONG(n)) + b"
 _TEXT = _SIZED.format(data="(v{i} if type(v{i}) is str else T{i}(v{i})).encode()")
 # The value written after each column's prefix, by kind (the careful writer's branches).
+# A long, wrapped to int64 first as TiCDC casts a uint64 (BIT(64), BIGINT UNSIGNED), then
+# zigzagged (``n``); a value outside 64 bits makes VARINT raise.
+_LONG = (
+    "(ONE[n] if (n := ((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)) < 128"
+    " else VARINT(n))"
+)
 _VALUE = {
-    LONG: "(ONE[(v{i} << 1) ^ (v{i} >> 63)] if -64 <= v{i} < 64 else "
-    "LONG(v{i} - WRAP if v{i} > I64_MAX else v{i}))",
-    UNSIGNED_BIGINT: "LONG(v{i} - WRAP if v{i} > I64_MAX else v{i})",
+    LONG: _LONG,
+    UNSIGNED_BIGINT: _LONG,
     STRING: _TEXT,
     TEXT: _TEXT,
     TIMESTAMP: _TEXT,
@@ -64,6 +70,7 @@ _CONSTANTS = {
     "ONE": tuple(bytes((n,)) for n in range(128)),
     "SIZE": tuple(long_bytes(n) for n in range(_SIZES)),
     "LONG": long_bytes,
+    "VARINT": varint,
     "WRAP": 1 << 64,
     "I64_MAX": (1 << 63) - 1,
     "PACK_FLOAT": struct.Struct("<f").pack,
