@@ -40,10 +40,7 @@ from ticdc_spark.codec.simple.avro import (
     varint,
 )
 
-__all__ = ["ImageWriter", "image_bytes", "image_writer"]
-
-# (image, the compiled texts of its DECIMAL and temporal columns or None) -> the map's bytes
-ImageWriter = Callable[[dict[str, Any], "dict[str, Any] | None"], bytes]
+__all__ = ["TableWriter", "Twin"]
 
 _SIZES = 4096  # lengths below this take their varint from a table
 # A string or bytes value: its length, then its bytes (``b``, bound by the walrus).
@@ -78,44 +75,69 @@ _CONSTANTS = {
 }
 
 
-def image_writer(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> ImageWriter | None:
-    """The writer of a table's images (``columns`` as planned; ``texts`` the columns whose text
-    the compiled loop gives), or None for a table without columns."""
-    if not columns:
-        return None
+# What the first image's writer leaves for its twin: the image's values and pieces.
+Twin = tuple[tuple[Any, ...], tuple[bytes, ...]]
+
+
+class TableWriter:
+    """The writers of one table's images: ``first`` writes an image whole; ``twin`` writes the
+    other image of an UPDATE, taking the first's bytes for every column holding the very same
+    value (an UPDATE changes a few columns: the rest are the same objects)."""
+
+    __slots__ = ("_first", "_twin", "columns")
+
+    def __init__(self, columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> None:
+        self.columns = columns
+        self._first, self._twin = _generated(columns, texts) if columns else (None, None)
+
+    def first(self, image: dict[str, Any], texts: dict[str, Any] | None) -> tuple[bytes, Twin | None]:
+        """An image's map (``texts``: the compiled texts of its DECIMAL and temporal columns,
+        or None), and what its twin may take from it."""
+        if self._first is not None:
+            try:
+                values, pieces = self._first(image, texts)
+                return b"".join(pieces), (values, pieces)
+            except Exception:  # noqa: BLE001  (the careful writer: same bytes or the error)
+                pass
+        return row_map_bytes(self.columns, image, texts), None
+
+    def twin(self, image: dict[str, Any], first: Twin | None) -> bytes:
+        """The map of an UPDATE's other image, after :meth:`first` wrote one."""
+        if first is not None and self._twin is not None:
+            try:
+                return b"".join(self._twin(image, *first))
+            except Exception:  # noqa: BLE001  (as above)
+                pass
+        return row_map_bytes(self.columns, image)
+
+
+def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple[Any, Any]:
+    """The source of the two writers (see the module's docstring), compiled."""
     names = [name for _, _, name, _, _ in columns]
     namespace: dict[str, Any] = {**_CONSTANTS, "GET": itemgetter(*names)}
     namespace["HEAD"] = b"\x02" + long_bytes(len(columns))  # (the map's one block: its count)
     values = ", ".join(f"v{i}" for i in range(len(columns)))
-    lines = ["def write(image, texts):", f"    ({values},) = " + _unpacked(len(columns))]
+    unpack = f"    values = {_unpacked(len(columns))}\n    ({values},) = values"
+    first = ["def first(image, texts):", unpack]
     if texts:
-        lines.append("    if texts is not None:")
-        lines += [f"        v{names.index(name)} = texts[N{names.index(name)}]" for name in texts]
-    lines.append("    return b''.join((HEAD,")
+        first.append("    if texts is not None:")
+        first += [f"        v{names.index(name)} = texts[N{names.index(name)}]" for name in texts]
+    first.append("    return values, (HEAD,")
+    twin = ["def twin(image, twin_values, twin_pieces):", unpack]
+    twin.append(f"    ({', '.join(f'u{i}' for i in range(len(columns)))},) = twin_values")
+    twin.append("    return (HEAD,")
     for i, (null, prefix, name, how, text) in enumerate(columns):
         namespace.update({f"N{i}": name, f"Z{i}": null, f"P{i}": prefix, f"T{i}": text})
-        lines.append(f"        Z{i} if v{i} is None else P{i} + {_VALUE[how].format(i=i)},")
-    lines.append("        b'\\x00'))")
-    exec(compile("\n".join(lines), "<simple-avro image writer>", "exec"), namespace)  # noqa: S102
-    return namespace["write"]  # type: ignore[no-any-return]
+        piece = f"Z{i} if v{i} is None else P{i} + {_VALUE[how].format(i=i)}"
+        first.append(f"        {piece},")
+        twin.append(f"        twin_pieces[{i + 1}] if v{i} is u{i} else ({piece}),")
+    first.append("        b'\\x00')")
+    twin.append("        b'\\x00')")
+    source = "\n".join(first + twin)
+    exec(compile(source, "<simple-avro image writer>", "exec"), namespace)  # noqa: S102
+    return namespace["first"], namespace["twin"]
 
 
 def _unpacked(count: int) -> str:
     """The expression giving the image's values (``itemgetter`` of one name gives no tuple)."""
     return "GET(image)" if count > 1 else "(GET(image),)"
-
-
-def image_bytes(
-    writer: ImageWriter | None,
-    columns: tuple[PlanColumn, ...],
-    image: dict[str, Any],
-    texts: dict[str, Any] | None,
-) -> bytes:
-    """An image's map by the table's writer, or by the careful writer when that one does not
-    take it (see the module's docstring)."""
-    if writer is not None:
-        try:
-            return writer(image, texts)
-        except Exception:  # noqa: BLE001  (the careful writer: same bytes or the precise error)
-            pass
-    return row_map_bytes(columns, image, texts)

@@ -127,7 +127,7 @@ class _Plan:
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
     timestamps: tuple[bytes, ...]  # the JSON keys (with ':"') of the TIMESTAMP columns
     avro_texts: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]  # (see _texts)
-    avro_writer: avrorows.ImageWriter | None  # the images' writer made for the table
+    avro_writer: avrorows.TableWriter  # the images' writers made for the table
     avro_head: bytes  # a DML message up to its type: Message branch ... tableID
     avro_version: bytes  # the schemaVersion as written
 
@@ -151,7 +151,7 @@ def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
         ),
         tuple(orjson.dumps(c.name) + b':"' for c in columns if is_timestamp(c.type)),
         avro_texts,
-        avrorows.image_writer(avro_columns, tuple(name for _, name, *_ in avro_texts)),
+        avrorows.TableWriter(avro_columns, tuple(name for _, name, *_ in avro_texts)),
         avro.dml_head(schema.database, schema.table, schema.table_id),
         avro.long_bytes(schema.version),
     )
@@ -200,11 +200,13 @@ def _avro_row(
     location: str | None,
 ) -> bytes:
     """A DML message in Avro: the table's constant head, the row's members, its images."""
-    data = old = None
-    if after is not None:
-        data = avrorows.image_bytes(plan.avro_writer, plan.avro, after, _texts(plan, after))
-    if before is not None:
-        old = avrorows.image_bytes(plan.avro_writer, plan.avro, before, _texts(plan, before))
+    writer = plan.avro_writer
+    if after is None:
+        data = None
+        old = None if before is None else writer.first(before, _texts(plan, before))[0]
+    else:
+        data, twin = writer.first(after, _texts(plan, after))
+        old = None if before is None else writer.twin(before, twin)
     return b"".join(
         (
             plan.avro_head,
