@@ -29,7 +29,7 @@ from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import RowChecksum
 from ticdc_spark.types import ColumnType, Family
 
-__all__ = ["SCHEMA", "dml_head", "dml_members", "dml_options", "long_bytes", "plan_column"]
+__all__ = ["SCHEMA", "dml_head", "dml_members", "dml_options", "dml_type", "long_bytes", "plan_column"]
 __all__ += ["read_message", "row_map_bytes", "varint", "write_message"]
 
 SCHEMA: Any = fastavro.parse_schema(
@@ -202,9 +202,14 @@ def dml_head(database: str, table: str, table_id: int) -> bytes:
     return _DML_HEAD + _string(database) + _string(table) + long_bytes(table_id)
 
 
-def dml_members(kind: str, commit_ts: int, build_ts: int) -> bytes:
-    """A DML record's ``type``, ``commitTs`` and ``buildTs``."""
-    return _DML_TYPES[kind] + long_bytes(commit_ts) + _known_long(build_ts)
+def dml_type(kind: str) -> bytes:
+    """A DML record's ``type`` (INSERT, UPDATE or DELETE) as written."""
+    return _DML_TYPES[kind]
+
+
+def dml_members(kind: bytes, commit_ts: int, build_ts: int) -> bytes:
+    """A DML record's ``type`` (from :func:`dml_type`), ``commitTs`` and ``buildTs``."""
+    return kind + long_bytes(commit_ts) + _known_long(build_ts)
 
 
 def dml_options(location: str | None, key_only: bool, checksum: RowChecksum | None) -> bytes:

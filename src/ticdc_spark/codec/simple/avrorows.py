@@ -42,15 +42,14 @@ from ticdc_spark.codec.simple.avro import (
 
 __all__ = ["TableWriter", "Twin"]
 
-_SIZES = 4096  # lengths below this take their varint from a table
 # A string or bytes value: its length, then its bytes (``b``, bound by the walrus).
-_SIZED = "(SIZE[n] if (n := len(b := {data})) < 4096 else LONG(n)) + b"
+_SIZED = "(VARINTS[n << 1] if (n := len(b := {data})) < 4096 else LONG(n)) + b"
 _TEXT = _SIZED.format(data="(v{i} if type(v{i}) is str else T{i}(v{i})).encode()")
 # The value written after each column's prefix, by kind (the careful writer's branches).
 # A long, wrapped to int64 first as TiCDC casts a uint64 (BIT(64), BIGINT UNSIGNED), then
 # zigzagged (``n``); a value outside 64 bits makes VARINT raise.
 _LONG = (
-    "(ONE[n] if (n := ((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)) < 128"
+    "(VARINTS[n] if (n := ((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)) < 8192"
     " else VARINT(n))"
 )
 _VALUE = {
@@ -64,8 +63,8 @@ _VALUE = {
     DOUBLE: "PACK_DOUBLE(v{i})",
 }
 _CONSTANTS = {
-    "ONE": tuple(bytes((n,)) for n in range(128)),
-    "SIZE": tuple(long_bytes(n) for n in range(_SIZES)),
+    # the varints of zigzagged longs below 8192 (one or two bytes; lengths below 4096)
+    "VARINTS": tuple(bytes((n,)) if n < 128 else varint(n) for n in range(8192)),
     "LONG": long_bytes,
     "VARINT": varint,
     "WRAP": 1 << 64,

@@ -190,6 +190,9 @@ def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes |
     return data
 
 
+_KIND_BYTES = {kind: avro.dml_type(kind.value) for kind in RowKind}
+
+
 def _avro_row(
     plan: _Plan,
     row: RowChange,
@@ -210,7 +213,7 @@ def _avro_row(
     return b"".join(
         (
             plan.avro_head,
-            avro.dml_members(row.kind.value, row.commit_ts, now),
+            avro.dml_members(_KIND_BYTES[row.kind], row.commit_ts, now),
             plan.avro_version,
             avro.dml_options(location, key_only, row.checksum),
             b"\x00" if data is None else data,
@@ -238,6 +241,7 @@ class SimpleEncoder:
         self._location = avro.location_bytes(self.options.time_zone)
         self._location_json = go_json(orjson.dumps(self.options.time_zone))
         self._plans: LRUCache[int, tuple[TableSchema, _Plan]] = LRUCache()
+        self._last_plan: tuple[TableSchema | None, Any] = (None, None)
         opts = self.options
         self._cadence = (
             BootstrapCadence(opts.send_bootstrap_interval_in_sec, opts.send_bootstrap_in_msg_count)
@@ -370,11 +374,15 @@ class SimpleEncoder:
         return head
 
     def _plan(self, schema: TableSchema) -> _Plan:
+        last = self._last_plan
+        if last[0] is schema:  # (rows come in runs of one table)
+            return last[1]
         hit = self._plans.get(id(schema))
         if hit is None or hit[0] is not schema:
             hit = self._plans.put(
                 id(schema), (schema, _plan(schema, self._json_values, self._location))
             )
+        self._last_plan = hit
         return hit[1]
 
     # other events -------------------------------------------------------------------------
