@@ -29,8 +29,9 @@ from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import RowChecksum
 from ticdc_spark.types import ColumnType, Family
 
-__all__ = ["SCHEMA", "dml_head", "dml_members", "dml_options", "dml_type", "long_bytes", "plan_column"]
-__all__ += ["read_message", "row_map_bytes", "varint", "write_message"]
+__all__ = ["SCHEMA", "VARINTS", "VARINT_PAIRS", "dml_head", "dml_members", "dml_options"]
+__all__ += ["dml_type", "long_bytes", "plan_column", "read_message", "row_map_bytes", "varint"]
+__all__ += ["write_message"]
 
 SCHEMA: Any = fastavro.parse_schema(
     orjson.loads(resources.files(__package__).joinpath("message.avsc").read_bytes())
@@ -57,15 +58,17 @@ def varint(n: int) -> bytes:
     """The base-128 varint of a zigzagged long ``n`` of two bytes or more (``n`` >= 128).
 
     A value outside the 64-bit range zigzags to 2**64 or more (as ``(v << 1) ^ (v >> 63)``
-    on Python's integers leaves it): that is refused.  Past three bytes, ``n``'s 7-bit groups
-    are spread one per byte in a few whole-integer steps rather than a loop per byte (ids,
-    timestamps and wide integers take 4 to 10 bytes): 56-bit halves into 64-bit lanes, then
-    28 bits into 32, 14 into 16, 7 into 8; then every byte but the last gets its continuation
-    bit."""
+    on Python's integers leaves it): that is refused.  Up to six bytes it is put together from
+    tables of every two-byte group (:data:`VARINTS`, :data:`VARINT_PAIRS`); past that, ``n``'s
+    7-bit groups are spread one per byte in a few whole-integer steps rather than a loop per
+    byte: 56-bit halves into 64-bit lanes, then 28 bits into 32, 14 into 16, 7 into 8; then
+    every byte but the last gets its continuation bit."""
     if n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
+        return VARINTS[n]
+    if n < 0x10000000:
+        return VARINT_PAIRS[n & 0x3FFF] + VARINTS[n >> 14]
+    if n < 0x40000000000:
+        return VARINT_PAIRS[n & 0x3FFF] + VARINT_PAIRS[(n >> 14) & 0x3FFF] + VARINTS[n >> 28]
     if n >> 64:
         raise ValueError("a value outside the 64-bit range does not fit an Avro long")
     x = (n & _LOW56) | ((n >> 56) << 64)
@@ -74,6 +77,14 @@ def varint(n: int) -> bytes:
     x = (x & _SPREAD[2][0]) | ((x & _SPREAD[2][1]) << 1)
     size = (n.bit_length() + 6) // 7
     return (x | _CONTINUED[size]).to_bytes(size, "little")
+
+
+# The varint of every n below 2**14 (one or two bytes), and every 14-bit group as two bytes
+# that more follow (both continuation bits set).
+VARINTS = tuple(
+    bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(0x4000)
+)
+VARINT_PAIRS = tuple(bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(0x4000))
 
 
 def _lanes(lane: int, half: int) -> tuple[int, int]:

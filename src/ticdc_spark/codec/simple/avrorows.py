@@ -34,6 +34,8 @@ from ticdc_spark.codec.simple.avro import (
     TEXT,
     TIMESTAMP,
     UNSIGNED_BIGINT,
+    VARINT_PAIRS,
+    VARINTS,
     PlanColumn,
     long_bytes,
     row_map_bytes,
@@ -43,14 +45,14 @@ from ticdc_spark.codec.simple.avro import (
 __all__ = ["TableWriter", "Twin"]
 
 # A string or bytes value: its length, then its bytes (``b``, bound by the walrus).
-_SIZED = "(VARINTS[n << 1] if (n := len(b := {data})) < 4096 else LONG(n)) + b"
+_SIZED = "(VARINTS[n << 1] if (n := len(b := {data})) < 8192 else LONG(n)) + b"
 _TEXT = _SIZED.format(data="(v{i} if type(v{i}) is str else T{i}(v{i})).encode()")
 # The value written after each column's prefix, by kind (the careful writer's branches).
 # A long, wrapped to int64 first as TiCDC casts a uint64 (BIT(64), BIGINT UNSIGNED), then
 # zigzagged (``n``); a value outside 64 bits makes VARINT raise.
 _LONG = (
-    "(VARINTS[n] if (n := ((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)) < 8192"
-    " else VARINT(n))"
+    "(VARINTS[n] if (n := ((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63))"
+    " < 16384 else PAIRS[n & 16383] + VARINTS[n >> 14] if n < 268435456 else VARINT(n))"
 )
 _VALUE = {
     LONG: _LONG,
@@ -63,8 +65,8 @@ _VALUE = {
     DOUBLE: "PACK_DOUBLE(v{i})",
 }
 _CONSTANTS = {
-    # the varints of zigzagged longs below 8192 (one or two bytes; lengths below 4096)
-    "VARINTS": tuple(bytes((n,)) if n < 128 else varint(n) for n in range(8192)),
+    "VARINTS": VARINTS,
+    "PAIRS": VARINT_PAIRS,
     "LONG": long_bytes,
     "VARINT": varint,
     "WRAP": 1 << 64,
