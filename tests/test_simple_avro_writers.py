@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strategies import images, schemas, values_of
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.simple import avro
 from ticdc_spark.codec.simple.avrorows import TableWriter
@@ -22,8 +23,6 @@ from ticdc_spark.codec.simple.dialect import json_dialect
 from ticdc_spark.codec.simple.encoder import _plan, _texts
 from ticdc_spark.model import Column, TableSchema
 from ticdc_spark.types import ColumnType
-
-from strategies import images, schemas, values_of
 
 _MISFITS = st.one_of(st.text(max_size=3), st.integers(-(2**70), 2**70), st.binary(max_size=3))
 _MISFITS |= st.floats(allow_nan=False) | st.none()
@@ -35,14 +34,14 @@ def _careful(schema: TableSchema, image: dict[str, Any], compiled: bool) -> byte
     try:
         texts = _texts(plan, image) if compiled else None
         return avro.row_map_bytes(plan.avro, image, texts)
-    except Exception as exc:  # noqa: BLE001  (compared with the fast path's)
+    except Exception as exc:
         return type(exc)
 
 
 def _fast(writer: TableWriter, image: dict[str, Any], texts: Any) -> Any:
     try:
         return writer.first(image, texts)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return type(exc), None
 
 
@@ -79,7 +78,7 @@ def test_the_generated_writers_write_what_the_careful_writer_writes(
     if compiled:
         try:
             texts = _texts(plan, first)
-        except Exception:  # noqa: BLE001  (the careful writer raised the same)
+        except Exception:
             assert isinstance(expected_first, type)
             return
     written, twin = _fast(writer, first, texts)
@@ -89,7 +88,7 @@ def test_the_generated_writers_write_what_the_careful_writer_writes(
     expected_second = _careful(schema, second, compiled)
     try:
         second_written: bytes | type = writer.twin(second, twin)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         second_written = type(exc)
     assert second_written == expected_second
 
@@ -124,7 +123,10 @@ _EDGES += [2**56 - 1, 2**56, 2**62, 2**63 - 1, -(2**63)]
 
 
 @settings(max_examples=500, deadline=None)
-@given(value=st.integers(-(2**63), 2**63 - 1) | st.sampled_from(_EDGES + [-e for e in _EDGES if -e < 2**63]))
+@given(
+    value=st.integers(-(2**63), 2**63 - 1)
+    | st.sampled_from(_EDGES + [-e for e in _EDGES if -e < 2**63])
+)
 def test_longs_are_zigzag_varints_over_the_whole_range(value: int) -> None:
     assert avro.long_bytes(value) == _reference_long(value)
 

@@ -78,6 +78,10 @@ _CONSTANTS = {
 
 # What the first image's writer leaves for its twin: the image's values and pieces.
 Twin = tuple[tuple[Any, ...], tuple[bytes, ...]]
+# The generated functions: (image, texts) -> Twin; (image, the twin's values and pieces) ->
+# the pieces of the image's map.
+_First = Callable[[dict[str, Any], dict[str, Any] | None], Twin]
+_Second = Callable[[dict[str, Any], tuple[Any, ...], tuple[bytes, ...]], tuple[bytes, ...]]
 
 
 class TableWriter:
@@ -89,16 +93,21 @@ class TableWriter:
 
     def __init__(self, columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> None:
         self.columns = columns
-        self._first, self._twin = _generated(columns, texts) if columns else (None, None)
+        self._first: _First | None = None
+        self._twin: _Second | None = None
+        if columns:
+            self._first, self._twin = _generated(columns, texts)
 
-    def first(self, image: dict[str, Any], texts: dict[str, Any] | None) -> tuple[bytes, Twin | None]:
+    def first(
+        self, image: dict[str, Any], texts: dict[str, Any] | None
+    ) -> tuple[bytes, Twin | None]:
         """An image's map (``texts``: the compiled texts of its DECIMAL and temporal columns,
         or None), and what its twin may take from it."""
         if self._first is not None:
             try:
                 values, pieces = self._first(image, texts)
                 return b"".join(pieces), (values, pieces)
-            except Exception:  # noqa: BLE001  (the careful writer: same bytes or the error)
+            except Exception:
                 pass
         return row_map_bytes(self.columns, image, texts), None
 
@@ -107,12 +116,12 @@ class TableWriter:
         if first is not None and self._twin is not None:
             try:
                 return b"".join(self._twin(image, *first))
-            except Exception:  # noqa: BLE001  (as above)
+            except Exception:
                 pass
         return row_map_bytes(self.columns, image)
 
 
-def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple[Any, Any]:
+def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple[_First, _Second]:
     """The source of the two writers (see the module's docstring), compiled."""
     names = [name for _, _, name, _, _ in columns]
     namespace: dict[str, Any] = {**_CONSTANTS, "GET": itemgetter(*names)}
@@ -135,7 +144,7 @@ def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple
     first.append("        b'\\x00')")
     twin.append("        b'\\x00')")
     source = "\n".join(first + twin)
-    exec(compile(source, "<simple-avro image writer>", "exec"), namespace)  # noqa: S102
+    exec(compile(source, "<simple-avro image writer>", "exec"), namespace)
     return namespace["first"], namespace["twin"]
 
 

@@ -356,10 +356,12 @@ def _json_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str,
 
 def _compiled_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str, Any]:
     """A JSON image without TIMESTAMP columns to canonical values (as :func:`_json_image`)."""
-    image = None if compiled_values is None else compiled_values.text_image(
+    if compiled_values is None:
+        return _json_image(readers, raw, text)
+    image: dict[str, Any] | None = compiled_values.text_image(
         readers.compiled, raw, readers.unwrapped
     )
-    return _json_image(readers, raw, text) if image is None else image  # type: ignore[no-any-return]
+    return _json_image(readers, raw, text) if image is None else image
 
 
 def _converted(

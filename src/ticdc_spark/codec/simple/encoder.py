@@ -241,7 +241,7 @@ class SimpleEncoder:
         self._location = avro.location_bytes(self.options.time_zone)
         self._location_json = go_json(orjson.dumps(self.options.time_zone))
         self._plans: LRUCache[int, tuple[TableSchema, _Plan]] = LRUCache()
-        self._last_plan: tuple[TableSchema | None, Any] = (None, None)
+        self._last_plan: tuple[TableSchema, _Plan] | None = None
         opts = self.options
         self._cadence = (
             BootstrapCadence(opts.send_bootstrap_interval_in_sec, opts.send_bootstrap_in_msg_count)
@@ -318,7 +318,9 @@ class SimpleEncoder:
         if self._avro:
             value = _avro_row(plan, row, now, before, after, key_only, location)
         else:
-            value = self._json_row(self._dml_head(row, now, key_only, location), plan, before, after)
+            value = self._json_row(
+                self._dml_head(row, now, key_only, location), plan, before, after
+            )
         return self._large.compress(value)
 
     def _json_row(
@@ -375,7 +377,7 @@ class SimpleEncoder:
 
     def _plan(self, schema: TableSchema) -> _Plan:
         last = self._last_plan
-        if last[0] is schema:  # (rows come in runs of one table)
+        if last is not None and last[0] is schema:  # (rows come in runs of one table)
             return last[1]
         hit = self._plans.get(id(schema))
         if hit is None or hit[0] is not schema:
