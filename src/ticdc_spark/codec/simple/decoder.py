@@ -185,12 +185,20 @@ class SimpleDecoder(DecoderBase):
             if type(commit_ts) is not int or commit_ts < 0 or _has_extra_member(obj):
                 return None
             # (the compiled loop at once when there is no TIMESTAMP to unwrap first)
-            image = _json_image if text or readers.timestamps else _compiled_image
+            direct = None if text or readers.timestamps else compiled_values
             after = before = None
             if kind is not RowKind.DELETE:
-                after = image(readers, obj["data"], text)
+                raw = obj["data"]
+                if direct is not None:
+                    after = direct.text_image(readers.compiled, raw, readers.unwrapped)
+                if after is None:
+                    after = _json_image(readers, raw, text)
             if kind is not RowKind.INSERT:
-                before = image(readers, obj["old"], text)
+                raw = obj["old"]
+                if direct is not None:
+                    before = direct.text_image(readers.compiled, raw, readers.unwrapped)
+                if before is None:
+                    before = _json_image(readers, raw, text)
         except Exception:  # (whatever it was, the full path says it precisely)
             return None
         return kind, readers.schema, commit_ts, before, after
@@ -352,16 +360,6 @@ def _json_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str,
         if image is not None:
             return image  # type: ignore[no-any-return]
     return _converted(readers.unwrapped, raw, strings=True)
-
-
-def _compiled_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str, Any]:
-    """A JSON image without TIMESTAMP columns to canonical values (as :func:`_json_image`)."""
-    if compiled_values is None:
-        return _json_image(readers, raw, text)
-    image: dict[str, Any] | None = compiled_values.text_image(
-        readers.compiled, raw, readers.unwrapped
-    )
-    return _json_image(readers, raw, text) if image is None else image
 
 
 def _converted(

@@ -237,6 +237,7 @@ class SimpleEncoder:
         self.clock: Callable[[], int] = _wall_clock_ms
         self._avro = self.options.encoding_format == "avro"
         self._large = LargeMessages(PROTOCOL, self.options)
+        self._uncompressed = self._large.compression == "none"
         self._json_values = json_dialect(self.options.time_zone)
         self._location = avro.location_bytes(self.options.time_zone)
         self._location_json = go_json(orjson.dumps(self.options.time_zone))
@@ -289,7 +290,8 @@ class SimpleEncoder:
             raise row_encode_error(PROTOCOL, row, error) from error
         if not self._large.fits(len(value)):
             value = self._shrunk(row, now, value)
-        out.append(Message(None, value, Route.DISPATCH, row.database, row.table, 1))
+        table = row.schema
+        out.append(Message(None, value, Route.DISPATCH, table.database, table.table, 1))
 
     def _shrunk(self, row: RowChange, now: int, value: bytes) -> bytes:
         def small(location: str | None) -> tuple[bytes | None, bytes, int]:
@@ -321,7 +323,7 @@ class SimpleEncoder:
             value = self._json_row(
                 self._dml_head(row, now, key_only, location), plan, before, after
             )
-        return self._large.compress(value)
+        return value if self._uncompressed else self._large.compress(value)
 
     def _json_row(
         self,
