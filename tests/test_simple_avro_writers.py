@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from strategies import images, schemas, values_of
 from ticdc_spark.codec.compiled import values as compiled_values
-from ticdc_spark.codec.simple import avro
+from ticdc_spark.codec.simple import avro, avrorows
 from ticdc_spark.codec.simple.avrorows import TableWriter
 from ticdc_spark.codec.simple.dialect import json_dialect
 from ticdc_spark.codec.simple.encoder import _plan, _texts
@@ -137,3 +137,17 @@ def test_a_long_outside_64_bits_is_refused(value: int) -> None:
         avro.long_bytes(value)
     with pytest.raises(ValueError, match="64-bit range"):
         avro.varint((value << 1) ^ (value >> 63))
+
+
+def test_a_table_wider_than_the_bound_keeps_the_careful_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(avrorows, "MOST_COLUMNS", 2)
+    names = ("a", "b", "c")
+    schema = TableSchema("d", "t", tuple(Column(n, ColumnType("int")) for n in names))
+    columns = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC")).avro
+    image = {"a": 1, "b": None, "c": -(2**31)}
+    written, twin = TableWriter(columns, ()).first(image, None)
+    assert twin is None  # (no generated writer: nothing for a twin to take)
+    assert written == avro.row_map_bytes(columns, image)
+    assert TableWriter(columns[:2], ()).first(image, None)[1] is not None

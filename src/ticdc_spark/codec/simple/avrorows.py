@@ -6,6 +6,8 @@ how).  As a loop over the columns, finding each column's plan and branching on i
 more than writing the value itself.  So each table gets a function written for its columns:
 every value unpacked into a local by one ``itemgetter`` call and written by an expression of
 its column's kind, inline, no per-row dispatch on type (about two thirds of the loop's time).
+An UPDATE's second image has a function of its own, which takes the first image's bytes for
+every column holding the very same value object.
 
 The generated source holds no name or value from the schema: only locals numbered by column
 (``v3``) and names of constants given in the function's namespace (``P3``, the column's key
@@ -13,7 +15,7 @@ and branch as written; ``Z3``, its entry when null; ``T3``, its text formatter).
 schema or a row says is ever executed.
 
 A writer takes the plain case only: every planned column present.  Anything else raises (a
-missing column, a value not of its column's type), and :func:`image_bytes` then writes the
+missing column, a value not of its column's type), and :class:`TableWriter` then writes the
 image with the careful writer, which gives the same bytes or the precise error.  Tests check
 that the two agree on every type.
 """
@@ -42,7 +44,7 @@ from ticdc_spark.codec.simple.avro import (
     varint,
 )
 
-__all__ = ["TableWriter", "Twin"]
+__all__ = ["MOST_COLUMNS", "TableWriter", "Twin"]
 
 # A string or bytes value: its length, then its bytes (``b``, bound by the walrus).
 _SIZED = "(VARINTS[n << 1] if (n := len(b := {data})) < 8192 else LONG(n)) + b"
@@ -76,6 +78,10 @@ _CONSTANTS = {
 }
 
 
+# Wider tables keep the careful writer: compiling their writers would cost about a second per
+# schema version at TiDB's 4096 columns (a quarter of one at this bound).
+MOST_COLUMNS = 1024
+
 # What the first image's writer leaves for its twin: the image's values and pieces.
 Twin = tuple[tuple[Any, ...], tuple[bytes, ...]]
 # The generated functions: (image, texts) -> Twin; (image, the twin's values and pieces) ->
@@ -95,7 +101,7 @@ class TableWriter:
         self.columns = columns
         self._first: _First | None = None
         self._twin: _Second | None = None
-        if columns:
+        if 0 < len(columns) <= MOST_COLUMNS:
             self._first, self._twin = _generated(columns, texts)
 
     def first(
@@ -107,7 +113,7 @@ class TableWriter:
             try:
                 values, pieces = self._first(image, texts)
                 return b"".join(pieces), (values, pieces)
-            except Exception:
+            except Exception:  # (the careful writer: the same bytes, or the precise error)
                 pass
         return row_map_bytes(self.columns, image, texts), None
 
@@ -116,7 +122,7 @@ class TableWriter:
         if first is not None and self._twin is not None:
             try:
                 return b"".join(self._twin(image, *first))
-            except Exception:
+            except Exception:  # (as above)
                 pass
         return row_map_bytes(self.columns, image)
 
@@ -131,7 +137,8 @@ def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple
     first = ["def first(image, texts):", unpack]
     if texts:
         first.append("    if texts is not None:")
-        first += [f"        v{names.index(name)} = texts[N{names.index(name)}]" for name in texts]
+        index = {name: i for i, name in enumerate(names)}
+        first += [f"        v{index[name]} = texts[N{index[name]}]" for name in texts]
     first.append("    return values, (HEAD,")
     twin = ["def twin(image, twin_values, twin_pieces):", unpack]
     twin.append(f"    ({', '.join(f'u{i}' for i in range(len(columns)))},) = twin_values")
