@@ -30,7 +30,7 @@ _MISFITS |= st.floats(allow_nan=False) | st.none()
 
 def _careful(schema: TableSchema, image: dict[str, Any], compiled: bool) -> bytes | type:
     """The careful writer's bytes, or the type of the error it raises."""
-    plan = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC"))
+    plan = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC"), True)
     try:
         texts = _texts(plan, image) if compiled else None
         return avro.row_map_bytes(plan.avro, image, texts)
@@ -71,7 +71,7 @@ def test_the_generated_writers_write_what_the_careful_writer_writes(
     if compiled and compiled_values is None:
         pytest.skip("the compiled loops are not built")  # (only on a machine without a compiler)
     schema, first, second = pair
-    plan = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC"))
+    plan = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC"), True)
     writer = plan.avro_writer
     expected_first = _careful(schema, first, compiled)
     texts = None
@@ -98,7 +98,9 @@ def test_an_update_takes_the_columns_holding_the_same_values() -> None:
     0.0 == -0.0, but their bytes differ."""
     columns = (Column("id", ColumnType("bigint")), Column("x", ColumnType("double")))
     schema = TableSchema("d", "t", columns)
-    writer = TableWriter(_plan(schema, json_dialect("UTC"), avro.location_bytes("UTC")).avro, ())
+    writer = TableWriter(
+        _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC"), True).avro, ()
+    )
     zero = 0.0
     data, twin = writer.first({"id": 1, "x": zero}, None)
     assert twin is not None
@@ -145,7 +147,7 @@ def test_a_table_wider_than_the_bound_keeps_the_careful_writer(
     monkeypatch.setattr(avrorows, "MOST_COLUMNS", 2)
     names = ("a", "b", "c")
     schema = TableSchema("d", "t", tuple(Column(n, ColumnType("int")) for n in names))
-    columns = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC")).avro
+    columns = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC"), True).avro
     image = {"a": 1, "b": None, "c": -(2**31)}
     written, twin = TableWriter(columns, ()).first(image, None)
     assert twin is None  # (no generated writer: nothing for a twin to take)

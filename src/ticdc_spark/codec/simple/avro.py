@@ -225,11 +225,11 @@ def dml_members(kind: bytes, commit_ts: int, build_ts: int) -> bytes:
 
 def dml_options(location: str | None, key_only: bool, checksum: RowChecksum | None) -> bytes:
     """A DML record's ``claimCheckLocation``, ``handleKeyOnly`` and ``checksum`` unions."""
-    if location is None and not key_only and checksum is None:
+    if not location and not key_only and checksum is None:
         return b"\x00\x00\x00"
     return b"".join(
         (
-            b"\x00" if location is None else b"\x02" + _string(location),
+            b"\x00" if not location else b"\x02" + _string(location),
             b"\x02\x01" if key_only else b"\x00",
             b"\x00" if checksum is None else b"\x02" + _checksum(checksum),
         )

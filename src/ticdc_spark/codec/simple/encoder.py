@@ -132,7 +132,8 @@ class _Plan:
     avro_version: bytes  # the schemaVersion as written
 
 
-def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
+def _plan(schema: TableSchema, json_values: Dialect, location: bytes, avro_too: bool) -> _Plan:
+    """A table's plan; its Avro writers compiled only for the Avro encoding (``avro_too``)."""
     columns = sorted(schema.columns, key=lambda c: c.name.encode())
     avro_columns = tuple(
         avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns
@@ -151,7 +152,9 @@ def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
         ),
         tuple(orjson.dumps(c.name) + b':"' for c in columns if is_timestamp(c.type)),
         avro_texts,
-        avrorows.TableWriter(avro_columns, tuple(name for _, name, *_ in avro_texts)),
+        avrorows.TableWriter(
+            avro_columns if avro_too else (), tuple(name for _, name, *_ in avro_texts)
+        ),
         avro.dml_head(schema.database, schema.table, schema.table_id),
         avro.long_bytes(schema.version),
     )
@@ -384,7 +387,8 @@ class SimpleEncoder:
         hit = self._plans.get(id(schema))
         if hit is None or hit[0] is not schema:
             hit = self._plans.put(
-                id(schema), (schema, _plan(schema, self._json_values, self._location))
+                id(schema),
+                (schema, _plan(schema, self._json_values, self._location, self._avro)),
             )
         self._last_plan = hit
         return hit[1]
