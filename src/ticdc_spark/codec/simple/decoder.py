@@ -126,6 +126,14 @@ class SimpleDecoder(DecoderBase):
             self.options.max_held_rows, self.options.max_held_bytes, PROTOCOL
         )
 
+    def decode(self, message: Message) -> list[Event]:
+        """:meth:`decode_into` a list, the common row (see :meth:`_flat_row`) without a sink."""
+        if self._plain_json:
+            flat = self._flat_row(message.value, False)
+            if flat is not None:
+                return [RowChange(*flat)]
+        return super().decode(message)
+
     def waiting(self) -> list[tuple[SchemaKey, int]]:
         """(schema key, rows) of the rows still held for want of their schema."""
         return self.held.waiting()
@@ -150,14 +158,6 @@ class SimpleDecoder(DecoderBase):
             return
         sink.add_events([event], *where[:3])
         self._release(_schema_keys(event), sink, where)
-
-    def decode(self, message: Message) -> list[Event]:
-        """:meth:`decode_into` a list, the common row (see :meth:`_flat_row`) without a sink."""
-        if self._plain_json:
-            flat = self._flat_row(message.value, False)
-            if flat is not None:
-                return [RowChange(*flat)]
-        return super().decode(message)
 
     def _row_at_once(self, message: Message, sink: RowSink) -> bool:
         """The common row (see :meth:`_flat_row`) into ``sink``; False (nothing emitted) for
