@@ -26,9 +26,12 @@ import fastavro
 import orjson
 
 from ticdc_spark.errors import DecodeError
+from ticdc_spark.model import RowChecksum
 from ticdc_spark.types import ColumnType, Family
 
-__all__ = ["SCHEMA", "long_bytes", "plan_column", "read_message", "row_map_bytes", "write_message"]
+__all__ = ["SCHEMA", "VARINTS", "VARINT_PAIRS", "dml_head", "dml_members", "dml_options"]
+__all__ += ["dml_type", "long_bytes", "plan_column", "read_message", "row_map_bytes", "varint"]
+__all__ += ["write_message"]
 
 SCHEMA: Any = fastavro.parse_schema(
     orjson.loads(resources.files(__package__).joinpath("message.avsc").read_bytes())
@@ -44,22 +47,55 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 def long_bytes(value: int) -> bytes:
-    """An Avro ``long``: zigzag, then base-128 varint (short ones without a loop)."""
+    """An Avro ``long``: zigzag, then base-128 varint."""
     if not _I64_MIN <= value <= _I64_MAX:
         raise ValueError(f"{value} does not fit an Avro long")
     n = (value << 1) ^ (value >> 63)
-    if n < 0x80:
-        return _ONE_BYTE[n]
+    return _ONE_BYTE[n] if n < 0x80 else varint(n)
+
+
+def varint(n: int) -> bytes:
+    """The base-128 varint of a zigzagged long ``n`` of two bytes or more (``n`` >= 128).
+
+    A value outside the 64-bit range zigzags to 2**64 or more (as ``(v << 1) ^ (v >> 63)``
+    on Python's integers leaves it): that is refused.  Up to six bytes it is put together from
+    tables of every two-byte group (:data:`VARINTS`, :data:`VARINT_PAIRS`); past that, ``n``'s
+    7-bit groups are spread one per byte in a few whole-integer steps rather than a loop per
+    byte: 56-bit halves into 64-bit lanes, then 28 bits into 32, 14 into 16, 7 into 8; then
+    every byte but the last gets its continuation bit."""
     if n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+        return VARINTS[n]
+    if n < 0x10000000:
+        return VARINT_PAIRS[n & 0x3FFF] + VARINTS[n >> 14]
+    if n < 0x40000000000:
+        return VARINT_PAIRS[n & 0x3FFF] + VARINT_PAIRS[(n >> 14) & 0x3FFF] + VARINTS[n >> 28]
+    if n >> 64:
+        raise ValueError("a value outside the 64-bit range does not fit an Avro long")
+    x = (n & _LOW56) | ((n >> 56) << 64)
+    x = (x & _SPREAD[0][0]) | ((x & _SPREAD[0][1]) << 4)
+    x = (x & _SPREAD[1][0]) | ((x & _SPREAD[1][1]) << 2)
+    x = (x & _SPREAD[2][0]) | ((x & _SPREAD[2][1]) << 1)
+    size = (n.bit_length() + 6) // 7
+    return (x | _CONTINUED[size]).to_bytes(size, "little")
+
+
+# The varint of every n below 2**14 (one or two bytes), and every 14-bit group as two bytes
+# that more follow (both continuation bits set).
+VARINTS = tuple(
+    bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(0x4000)
+)
+VARINT_PAIRS = tuple(bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(0x4000))
+
+
+def _lanes(lane: int, half: int) -> tuple[int, int]:
+    """Masks of the low and the high ``half`` bits of each ``lane``-bit lane of 128 bits."""
+    low = sum(((1 << half) - 1) << base for base in range(0, 128, lane))
+    return low, low << half
+
+
+_LOW56 = (1 << 56) - 1
+_SPREAD = (_lanes(64, 28), _lanes(32, 14), _lanes(16, 7))
+_CONTINUED = [int.from_bytes(b"\x80" * (size - 1), "little") for size in range(11)]
 
 
 def _string(text: str) -> bytes:
@@ -166,41 +202,50 @@ def location_bytes(location: str) -> bytes:
 _DML_TYPES = {"INSERT": b"\x00", "UPDATE": b"\x02", "DELETE": b"\x04"}
 _DML_HEAD = b"\x16\x06\x06\x02"  # Message in the union, type DML, payload DML, version 1
 
-
-def dml_bytes(head: dict[str, Any], data: bytes | None, old: bytes | None) -> bytes:
-    """A DML message: ``head`` holds the record's scalar members, ``data``/``old`` the maps
-    (from :func:`row_map_bytes`) or None."""
-    checksum = head.get("checksum")
-    location = head.get("claimCheckLocation")
-    parts = [
-        _DML_HEAD,
-        _known_string(head["database"]),
-        _known_string(head["table"]),
-        _known_long(head["tableID"]),
-        _DML_TYPES[head["type"]],
-        long_bytes(head["commitTs"]),
-        _known_long(head["buildTs"]),
-        _known_long(head["schemaVersion"]),
-        b"\x00" if location is None else b"\x02" + _string(location),
-        b"\x00" if not head.get("handleKeyOnly") else b"\x02\x01",
-        b"\x00" if checksum is None else b"\x02" + _checksum(checksum),
-        b"\x00" if data is None else data,
-        b"\x00" if old is None else old,
-    ]
-    return b"".join(parts)
+# A DML record is written in four pieces (ticdc_spark.codec.simple.encoder joins them): the
+# table's constant head (dml_head), the row's type and timestamps (dml_members), the schema
+# version (long_bytes), the row's optional members (dml_options), then its images.
 
 
-# Members that repeat from row to row (names, ids, versions, the clock's millisecond).
-_known_string = lru_cache(maxsize=4096)(_string)
-_known_long = lru_cache(maxsize=4096)(long_bytes)
+def dml_head(database: str, table: str, table_id: int) -> bytes:
+    """A table's DML messages up to the row's type: the message's branches, the record's
+    ``version``, ``database``, ``table`` and ``tableID``."""
+    return _DML_HEAD + _string(database) + _string(table) + long_bytes(table_id)
 
 
-def _checksum(checksum: dict[str, Any]) -> bytes:
+def dml_type(kind: str) -> bytes:
+    """A DML record's ``type`` (INSERT, UPDATE or DELETE) as written."""
+    return _DML_TYPES[kind]
+
+
+def dml_members(kind: bytes, commit_ts: int, build_ts: int) -> bytes:
+    """A DML record's ``type`` (from :func:`dml_type`), ``commitTs`` and ``buildTs``."""
+    return kind + long_bytes(commit_ts) + _known_long(build_ts)
+
+
+def dml_options(location: str | None, key_only: bool, checksum: RowChecksum | None) -> bytes:
+    """A DML record's ``claimCheckLocation``, ``handleKeyOnly`` and ``checksum`` unions."""
+    if not location and not key_only and checksum is None:
+        return b"\x00\x00\x00"
+    return b"".join(
+        (
+            b"\x00" if not location else b"\x02" + _string(location),
+            b"\x02\x01" if key_only else b"\x00",
+            b"\x00" if checksum is None else b"\x02" + _checksum(checksum),
+        )
+    )
+
+
+# The clock's millisecond repeats from row to row.
+_known_long = lru_cache(maxsize=256)(long_bytes)
+
+
+def _checksum(checksum: RowChecksum) -> bytes:
     return (
-        long_bytes(checksum["version"])
-        + (b"\x01" if checksum["corrupted"] else b"\x00")
-        + long_bytes(checksum["current"])
-        + long_bytes(checksum["previous"])
+        long_bytes(checksum.version)
+        + (b"\x01" if checksum.corrupted else b"\x00")
+        + long_bytes(checksum.current)
+        + long_bytes(checksum.previous)
     )
 
 

@@ -56,8 +56,16 @@ from ticdc_spark.types import Family
 __all__ = ["SimpleDecoder"]
 
 _KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
-# Members a plain row message lacks (the flat path leaves such messages to the full one).
-_PLAIN = frozenset(("claimCheckLocation", "handleKeyOnly", "checksum"))
+
+
+def _has_extra_member(obj: dict[str, Any]) -> bool:
+    """Whether a row message has a member a plain one lacks (the flat path leaves such
+    messages to the full one)."""
+    return "claimCheckLocation" in obj or "handleKeyOnly" in obj or "checksum" in obj
+
+
+# A row as the flat path reads it: (kind, schema, commit ts, before, after).
+_FlatRow = tuple[RowKind, TableSchema, int, dict[str, Any] | None, dict[str, Any] | None]
 
 
 @dataclass(slots=True)
@@ -118,6 +126,14 @@ class SimpleDecoder(DecoderBase):
             self.options.max_held_rows, self.options.max_held_bytes, PROTOCOL
         )
 
+    def decode(self, message: Message) -> list[Event]:
+        """:meth:`decode_into` a list, the common row (see :meth:`_flat_row`) without a sink."""
+        if self._plain_json:
+            flat = self._flat_row(message.value, False)
+            if flat is not None:
+                return [RowChange(*flat)]
+        return super().decode(message)
+
     def waiting(self) -> list[tuple[SchemaKey, int]]:
         """(schema key, rows) of the rows still held for want of their schema."""
         return self.held.waiting()
@@ -144,31 +160,48 @@ class SimpleDecoder(DecoderBase):
         self._release(_schema_keys(event), sink, where)
 
     def _row_at_once(self, message: Message, sink: RowSink) -> bool:
-        """The common case in one flat function: a plainly right JSON row whose schema is
-        known.  False (nothing emitted) for anything else, which the full path then decodes
-        with every check and the precise error."""
-        try:
-            obj = orjson.loads(message.value)  # type: ignore[arg-type]
-            kind = _KINDS[obj["type"]]
-            readers = self._known[(obj["database"], obj["table"], obj.get("schemaVersion", 0))]
-            commit_ts = obj["commitTs"]
-            if type(commit_ts) is not int or commit_ts < 0 or not _PLAIN.isdisjoint(obj):
-                return False
-            text = sink.text
-            after = before = None
-            if kind is not RowKind.DELETE:
-                after = _json_image(readers, obj["data"], text)
-            if kind is not RowKind.INSERT:
-                before = _json_image(readers, obj["old"], text)
-        except Exception:  # (whatever it was, the full path says it precisely)
+        """The common row (see :meth:`_flat_row`) into ``sink``; False (nothing emitted) for
+        anything else, which the full path then decodes with every check and the precise
+        error."""
+        text = sink.text
+        flat = self._flat_row(message.value, text)
+        if flat is None:
             return False
         where = (message.topic, message.partition or 0, message.offset or 0, 0)
         if text:
-            sink.add_row(kind, readers.schema, commit_ts, before, after, where)
+            sink.add_row(*flat, where)
         else:
-            row = RowChange(kind, readers.schema, commit_ts, before, after)
-            sink.add_events([row], *where)
+            sink.add_events([RowChange(*flat)], *where)
         return True
+
+    def _flat_row(self, value: bytes | None, text: bool) -> _FlatRow | None:
+        """The common case in one flat function: a plainly right JSON row whose schema is
+        known, as (kind, schema, commit ts, before, after); None for anything else."""
+        try:
+            obj = orjson.loads(value)  # type: ignore[arg-type]
+            kind = _KINDS[obj["type"]]
+            readers = self._known[(obj["database"], obj["table"], obj.get("schemaVersion", 0))]
+            commit_ts = obj["commitTs"]
+            if type(commit_ts) is not int or commit_ts < 0 or _has_extra_member(obj):
+                return None
+            # (the compiled loop at once when there is no TIMESTAMP to unwrap first)
+            direct = None if text or readers.timestamps else compiled_values
+            after = before = None
+            if kind is not RowKind.DELETE:
+                raw = obj["data"]
+                if direct is not None:
+                    after = direct.text_image(readers.compiled, raw, readers.unwrapped)
+                if after is None:
+                    after = _json_image(readers, raw, text)
+            if kind is not RowKind.INSERT:
+                raw = obj["old"]
+                if direct is not None:
+                    before = direct.text_image(readers.compiled, raw, readers.unwrapped)
+                if before is None:
+                    before = _json_image(readers, raw, text)
+        except Exception:  # (whatever it was, the full path says it precisely)
+            return None
+        return kind, readers.schema, commit_ts, before, after
 
     # parsing ------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.convert import NORMALIZED, Dialect
 from ticdc_spark.codec.gotext import go_json
 from ticdc_spark.codec.largemsg import LargeMessages
-from ticdc_spark.codec.simple import avro
+from ticdc_spark.codec.simple import avro, avrorows
 from ticdc_spark.codec.simple.dialect import is_timestamp, json_dialect
 from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
 from ticdc_spark.codec.simple.wire import (
@@ -127,23 +127,36 @@ class _Plan:
     compiled: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]
     timestamps: tuple[bytes, ...]  # the JSON keys (with ':"') of the TIMESTAMP columns
     avro_texts: tuple[tuple[bytes, str, int, int, Callable[[Any], str]], ...]  # (see _texts)
+    avro_writer: avrorows.TableWriter  # the images' writers made for the table
+    avro_head: bytes  # a DML message up to its type: Message branch ... tableID
+    avro_version: bytes  # the schemaVersion as written
 
 
-def _plan(schema: TableSchema, json_values: Dialect, location: bytes) -> _Plan:
+def _plan(schema: TableSchema, json_values: Dialect, location: bytes, avro_too: bool) -> _Plan:
+    """A table's plan; its Avro writers compiled only for the Avro encoding (``avro_too``)."""
     columns = sorted(schema.columns, key=lambda c: c.name.encode())
+    avro_columns = tuple(
+        avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns
+    )
+    avro_texts = tuple(
+        (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
+        for c in columns
+        if c.type.family in _AVRO_TEXTS
+    )
     return _Plan(
         tuple((c.name, json_values.encoder(c.type)) for c in columns),
-        tuple(avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns),
+        avro_columns,
         tuple(
             (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
             for c in columns
         ),
         tuple(orjson.dumps(c.name) + b':"' for c in columns if is_timestamp(c.type)),
-        tuple(
-            (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
-            for c in columns
-            if c.type.family in _AVRO_TEXTS
+        avro_texts,
+        avrorows.TableWriter(
+            avro_columns if avro_too else (), tuple(name for _, name, *_ in avro_texts)
         ),
+        avro.dml_head(schema.database, schema.table, schema.table_id),
+        avro.long_bytes(schema.version),
     )
 
 
@@ -180,6 +193,38 @@ def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes |
     return data
 
 
+_KIND_BYTES = {kind: avro.dml_type(kind.value) for kind in RowKind}
+
+
+def _avro_row(
+    plan: _Plan,
+    row: RowChange,
+    now: int,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    key_only: bool,
+    location: str | None,
+) -> bytes:
+    """A DML message in Avro: the table's constant head, the row's members, its images."""
+    writer = plan.avro_writer
+    if after is None:
+        data = None
+        old = None if before is None else writer.first(before, _texts(plan, before))[0]
+    else:
+        data, twin = writer.first(after, _texts(plan, after))
+        old = None if before is None else writer.twin(before, twin)
+    return b"".join(
+        (
+            plan.avro_head,
+            avro.dml_members(_KIND_BYTES[row.kind], row.commit_ts, now),
+            plan.avro_version,
+            avro.dml_options(location, key_only, row.checksum),
+            b"\x00" if data is None else data,
+            b"\x00" if old is None else old,
+        )
+    )
+
+
 def _text_of(ctype: ColumnType) -> Callable[[Any], str] | None:
     """The MySQL text formatter of a column Avro writes as text (none for bytes)."""
     return None if ctype.family is Family.BYTES else NORMALIZED.encoder(ctype)
@@ -195,10 +240,12 @@ class SimpleEncoder:
         self.clock: Callable[[], int] = _wall_clock_ms
         self._avro = self.options.encoding_format == "avro"
         self._large = LargeMessages(PROTOCOL, self.options)
+        self._uncompressed = self._large.compression == "none"
         self._json_values = json_dialect(self.options.time_zone)
         self._location = avro.location_bytes(self.options.time_zone)
         self._location_json = go_json(orjson.dumps(self.options.time_zone))
         self._plans: LRUCache[int, tuple[TableSchema, _Plan]] = LRUCache()
+        self._last_plan: tuple[TableSchema, _Plan] | None = None
         opts = self.options
         self._cadence = (
             BootstrapCadence(opts.send_bootstrap_interval_in_sec, opts.send_bootstrap_in_msg_count)
@@ -246,7 +293,8 @@ class SimpleEncoder:
             raise row_encode_error(PROTOCOL, row, error) from error
         if not self._large.fits(len(value)):
             value = self._shrunk(row, now, value)
-        out.append(Message(None, value, Route.DISPATCH, row.database, row.table, 1))
+        table = row.schema
+        out.append(Message(None, value, Route.DISPATCH, table.database, table.table, 1))
 
     def _shrunk(self, row: RowChange, now: int, value: bytes) -> bytes:
         def small(location: str | None) -> tuple[bytes | None, bytes, int]:
@@ -270,18 +318,15 @@ class SimpleEncoder:
             before = None
         elif row.kind is RowKind.DELETE:
             after = None
-        head = self._dml_head(row, now, key_only or row.handle_key_only, location)
+        key_only = key_only or row.handle_key_only
         plan = self._plan(row.schema)
         if self._avro:
-            data = old = None
-            if after is not None:
-                data = avro.row_map_bytes(plan.avro, after, _texts(plan, after))
-            if before is not None:
-                old = avro.row_map_bytes(plan.avro, before, _texts(plan, before))
-            value = avro.dml_bytes(head, data, old)
+            value = _avro_row(plan, row, now, before, after, key_only, location)
         else:
-            value = self._json_row(head, plan, before, after)
-        return self._large.compress(value)
+            value = self._json_row(
+                self._dml_head(row, now, key_only, location), plan, before, after
+            )
+        return value if self._uncompressed else self._large.compress(value)
 
     def _json_row(
         self,
@@ -336,11 +381,16 @@ class SimpleEncoder:
         return head
 
     def _plan(self, schema: TableSchema) -> _Plan:
+        last = self._last_plan
+        if last is not None and last[0] is schema:  # (rows come in runs of one table)
+            return last[1]
         hit = self._plans.get(id(schema))
         if hit is None or hit[0] is not schema:
             hit = self._plans.put(
-                id(schema), (schema, _plan(schema, self._json_values, self._location))
+                id(schema),
+                (schema, _plan(schema, self._json_values, self._location, self._avro)),
             )
+        self._last_plan = hit
         return hit[1]
 
     # other events -------------------------------------------------------------------------
