@@ -78,3 +78,37 @@ def test_avro_replicates_in_eventual_mode_and_refuses_consistent() -> None:
     with pytest.raises(ConfigError, match=r"carries no watermarks.*--mode eventual"):
         check_mode("avro", "consistent")
     check_mode("avro", "eventual")
+
+
+def _two_partitions(options: dict[str, str]) -> tuple[list[Message], list[Message]]:
+    """Column b added between the rows of each partition: partition 1 has more rows written
+    before the change than partition 0 (the rows of one table spread over partitions)."""
+    with_b = TableSchema("shop", "t", (*V1.columns, Column("b", T("varchar"))), PK)
+
+    def insert(schema: TableSchema, key: int, at: int, **b: str) -> RowChange:
+        return RowChange(RowKind.INSERT, schema, compose_ts(at), None, {"id": key, "a": key, **b})
+
+    encoder = make_encoder("avro", options)
+    p0 = encoder.encode([insert(V1, 1, 1001), insert(with_b, 2, 1010, b="x")])
+    p1 = encoder.encode([insert(V1, 3, 1002), insert(V1, 4, 1003), insert(with_b, 5, 1011, b="y")])
+    for partition, messages in enumerate((p0, p1)):
+        for offset, message in enumerate(messages):
+            message.topic, message.partition, message.offset = "shop_t", partition, offset
+    return p0, p1
+
+
+@pytest.mark.parametrize("extension", ["true", "false"])
+@pytest.mark.parametrize("lagging", [False, True], ids=["one batch", "partition 1 behind"])
+def test_rows_of_a_partition_behind_never_take_the_table_back_to_their_schema(
+    extension: str, lagging: bool, tmp_path: Path
+) -> None:
+    """Partition 1's rows written before the change reach the planner after partition 0's
+    rows with column b (by place without the extension, or in a later batch): the table
+    keeps b and its values."""
+    options = {"schema-registry": "mock://evolution", "enable-tidb-extension": extension}
+    p0, p1 = _two_partitions(options)
+    batches = [p0 + p1[:1], p1[1:]] if lagging else [p0 + p1]
+    sink = DeltaSink(tmp_path / "lake")
+    run_batches(batches, "avro", options, sink, tmp_path / "checkpoint", mode="eventual")
+    rows = {r["id"]: r for r in live(sink.read(("shop", "t"))).to_pylist()}
+    assert {k: r["b"] for k, r in rows.items()} == {1: None, 2: "x", 3: None, 4: None, 5: "y"}

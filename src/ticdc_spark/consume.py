@@ -83,6 +83,9 @@ class ConsumerState:
     # the latest place given per (topic/partition, database, table)
     positions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     position_offsets: dict[str, int] = field(default_factory=dict)
+    # tables that follow their rows' schemas (see Planner._schema_runs): the schema JSON
+    # each (topic/partition, database, table) last carried
+    partition_schemas: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -108,6 +111,9 @@ class ConsumerState:
                 "held_rows": 0 if self.held is None else self.held.num_rows,
                 "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
+                "partition_schemas": [
+                    [p, db, t, text] for (p, db, t), text in self.partition_schemas.items()
+                ],
             }
         )
 
@@ -130,6 +136,9 @@ class ConsumerState:
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
             positions={(p, db, t): int(v) for p, db, t, v in obj.get("positions", [])},
             position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
+            partition_schemas={
+                (p, db, t): text for p, db, t, text in obj.get("partition_schemas", [])
+            },
         )
 
 
@@ -561,19 +570,32 @@ class Planner:
         follows its rows' schemas: columns added, widened or dropped between two rows become
         a :class:`DDLStep` (``after`` the new schema) between them.  DELETEs carry only the
         key and say nothing of the other columns: they never cut.
+
+        Only a partition's own order says which of two schemas is the newer one (the
+        partitions of a topic are read at their own pace, and rows without a commit ts have
+        only their partition's order): a table moves to a schema when a partition that
+        carried another one for it moves to this one.  A row whose partition still carries
+        the schema it carried before (rows written before the change, on a partition behind
+        the others) applies under the table's schema and never takes it back, which would
+        drop the columns the newer rows filled.
         """
         import numpy as np
 
         ids = rows["_schema_id"].to_numpy(zero_copy_only=False)
         deletes = rows["op"].to_numpy(zero_copy_only=False) == "DELETE"
         stamps = rows["commit_ts"].to_pylist()
+        topics, partitions = rows["topic"].to_pylist(), rows["partition"].to_pylist()
+        carried_by = self.state.partition_schemas
         start = 0
         known = self.state.tables.get(key)
         for i in np.flatnonzero(~deletes & (ids >= 0)):
-            carried = schema_from_json(self._schema_texts[ids[i]], *key)
+            text = self._schema_texts[ids[i]]
+            slot = (f"{topics[i]}/{partitions[i]}", *key)
+            previous, carried_by[slot] = carried_by.get(slot), text
+            carried = schema_from_json(text, *key)
             if known is None:
                 known = self.state.tables[key] = carried
-            elif schema_json(carried) != schema_json(known):
+            elif previous not in (None, text) and schema_json(carried) != schema_json(known):
                 if i > start:
                     yield rows.slice(start, i - start)
                 start = int(i)
