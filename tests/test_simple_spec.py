@@ -325,6 +325,35 @@ def test_cli_decode_keeps_the_memo_across_the_input(
     assert f"1 row(s) of simple.user await schema version {USER_V1}" in captured.err
 
 
+def test_a_bad_held_row_loses_none_of_the_others(
+    examples: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three rows held, the second of which does not fit its schema once it comes: the
+    schema's event and the two good rows still come out, and the bad one is reported by its
+    own record (before, its error took the whole message's events with it)."""
+    from ticdc_spark.cli import main
+
+    ddl, insert, update, delete = examples[:4]
+    bad = {**update, "data": {**update["data"], "age": "not a number"}}
+    values = tmp_path / "values.jsonl"
+    values.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in (insert, bad, delete, ddl)))
+    assert main(["decode", "-p", "simple", "--on-error", "skip", "--values", str(values)]) == 0
+    captured = capsys.readouterr()
+    assert [orjson.loads(line)["type"] for line in captured.out.splitlines()] == [
+        "DDL",
+        "INSERT",
+        "DELETE",
+    ]
+    assert "values.jsonl line 2: column 'age'" in captured.err
+    assert "1 bad record(s) skipped" in captured.err
+    decoder = make_decoder("simple")
+    for offset, obj in enumerate((insert, bad, delete)):
+        decoder.decode(_message(obj, offset))
+    with pytest.raises(DecodeError, match="t/0@1") as caught:
+        decoder.decode(_message(ddl, 3))
+    assert [type(e).__name__ for e in caught.value.events] == ["DDLEvent", "RowChange", "RowChange"]
+
+
 def test_the_spark_stage_refuses_simple_until_the_pipeline_keeps_its_state() -> None:
     from ticdc_spark.spark.decode import decode
 

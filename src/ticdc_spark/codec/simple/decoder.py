@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.codec.base import DecoderBase, Message, Position, RowSink
+from ticdc_spark.codec.base import DecoderBase, EventSink, Message, Position, RowSink
 from ticdc_spark.codec.common import decoding, loads, require_dict
 from ticdc_spark.codec.compiled import BASE64, kind_of
 from ticdc_spark.codec.compiled import values as compiled_values
@@ -53,7 +53,7 @@ from ticdc_spark.model import (
 )
 from ticdc_spark.types import Family
 
-__all__ = ["SimpleDecoder"]
+__all__ = ["HeldRowError", "SimpleDecoder"]
 
 _KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
 # Members a plain row message lacks (the flat path leaves such messages to the full one).
@@ -95,6 +95,17 @@ def _readers(schema: TableSchema, values: Dialect, json: bool) -> _Readers:
     return _Readers(schema, canonical, text, timestamps, compiled, unwrapped)
 
 
+class HeldRowError(DecodeError):
+    """A held row that does not fit the schema that came for it, named by its own record.
+
+    Raised by the message that released it, after everything else that message decodes to
+    (its schema event, the other held rows) went into the sink: :meth:`SimpleDecoder.decode`
+    keeps those in ``events``, to be used, not dropped with the bad row.
+    """
+
+    events: list[Event]
+
+
 class SimpleDecoder(DecoderBase):
     """Decodes Simple messages, keeping the schema memo and the held rows across messages."""
 
@@ -117,6 +128,15 @@ class SimpleDecoder(DecoderBase):
         self.held: HeldRows[_Held] = HeldRows(
             self.options.max_held_rows, self.options.max_held_bytes, PROTOCOL
         )
+
+    def decode(self, message: Message) -> list[Event]:
+        sink = EventSink()
+        try:
+            self.decode_into(message, sink)
+        except HeldRowError as exc:
+            exc.events = sink.events
+            raise
+        return sink.events
 
     def waiting(self) -> list[tuple[SchemaKey, int]]:
         """(schema key, rows) of the rows still held for want of their schema."""
@@ -264,8 +284,11 @@ class SimpleDecoder(DecoderBase):
     def _release(self, keys: list[SchemaKey], sink: RowSink, where: Position) -> None:
         """Emit the rows held for schemas that just arrived, in the order they arrived, after
         the event that brought them: at its message's position, numbered on (as ``decode``
-        gives them, in one list with that event; an error names the row's own record)."""
+        gives them, in one list with that event).  A row that does not fit its schema is
+        left out and the others still come out; then a :class:`HeldRowError` names the
+        first such row's own record (its message was consumed when the row was held)."""
         topic, partition, offset, _ = where
+        failed: list[DecodeError] = []
         for seq, held in enumerate(self.held.release(keys), 1):
             key = (held.obj["database"], held.obj["table"], held.obj.get("schemaVersion", 0))
             readers = self.memo.get(key)
@@ -273,13 +296,16 @@ class SimpleDecoder(DecoderBase):
             try:
                 self._emit(held.obj, readers, sink, (topic, partition, offset, seq))
             except DecodeError as exc:
-                raise exc.at(held.position, PROTOCOL) from None
+                failed.append(exc.at(held.position, PROTOCOL))
             except (ValueError, TypeError, KeyError, ArithmeticError, UnicodeError) as exc:
-                raise DecodeError(
-                    f"held row does not fit schema version {key[2]}: {exc}",
-                    protocol=PROTOCOL,
-                    position=held.position,
-                ) from None
+                reason = f"held row does not fit schema version {key[2]}: {exc}"
+                failed.append(DecodeError(reason, protocol=PROTOCOL, position=held.position))
+        if failed:
+            first = failed[0]
+            others = f" ({len(failed) - 1} other held row(s) failed too)" if len(failed) > 1 else ""
+            raise HeldRowError(
+                first.reason + others, protocol=PROTOCOL, position=first.position
+            ) from None
 
     def _emit(self, obj: dict[str, Any], readers: _Readers, sink: RowSink, where: Position) -> None:
         kind = _KINDS[obj["type"]]
