@@ -401,11 +401,12 @@ class Planner:
         Only on partitions that carry no watermarks.  Their rows carry no commit ts (Avro
         tombstones, Avro without the TiDB extension, genuine Debezium), or one that cannot
         order them against those.  Every row there gets a *place*, which the planner orders
-        by (it replaces the row's commit ts), per (partition, table): a row without a commit
-        ts the previous place + 1; a row with one its commit ts, but never below the previous
-        place (a re-sent older change: at the previous place, after it since at one place
-        deletes go first; a re-sent older DELETE at the previous place + 1).  So places
-        follow the partition order, and equal the commit ts where those already do.  The
+        by (it replaces the row's commit ts), per (partition, table): its commit ts when that
+        is above the previous place, else (no commit ts, a re-sent older change, another row
+        of the same commit ts) the previous place + 1.  So places rise strictly in partition
+        order, and equal the commit ts where those already rise: a sink keeps a key's change
+        only over an older place, and a re-sent older change placed *at* the place of the
+        newer change already applied would leave the re-sent states after it out.  The
         rows of one key all go to one partition (TiCDC dispatches by key), so each key's
         changes apply in the order they were written; a record at or below the last offset
         consumed of its partition is a replay of the source and is dropped.
@@ -440,10 +441,8 @@ class Planner:
                 )
             slot = (part, databases[i], tables[i])
             previous = places.get(slot, 0)
-            if ts[i] == 0 or (ts[i] < previous and ops[i] == "DELETE"):
+            if ts[i] <= previous:  # (no commit ts, or a re-sent older change)
                 ts[i] = previous + 1
-            elif ts[i] < previous:
-                ts[i] = previous  # (at one place deletes go first: this row stays after)
             places[slot] = int(ts[i])
         placed = batch.set_column(
             batch.schema.get_field_index("commit_ts"),
