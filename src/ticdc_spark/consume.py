@@ -419,7 +419,7 @@ class Planner:
         kinds = batch["kind"].to_pylist()
         topics, partitions = batch["topic"].to_pylist(), batch["partition"].to_pylist()
         databases, tables = batch["database"].to_pylist(), batch["table"].to_pylist()
-        offsets, ops = batch["offset"].to_pylist(), batch["op"].to_pylist()
+        offsets = batch["offset"].to_pylist()
         ts = batch["commit_ts"].to_numpy(zero_copy_only=False).copy()
         keep = np.ones(len(kinds), dtype=bool)
         marked, places = self.state.watermarks, self.state.positions
