@@ -111,6 +111,25 @@ def test_a_resend_cut_between_two_batches_ends_at_the_newest_state(
     assert apply(EXTENSION, batches)[-1] == {1: "v2", 2: "x"}
 
 
+def test_a_transaction_keeps_one_place_and_a_resend_rises_above_it() -> None:
+    """Rows of one commit ts share their place (their commit ts); a re-sent older change
+    goes above the newest place, and a later row whose commit ts is that place goes above
+    it (it is another transaction)."""
+    rows = [row(RowKind.INSERT, 1, "a", 100), row(RowKind.INSERT, 2, "b", 100)]
+    rows += [row(RowKind.INSERT, 3, "c", 110), rows[0]]  # (key 1 re-sent: at 110 + 1)
+    after = RowChange(RowKind.INSERT, SCHEMA, ts(110) + 1, None, {"id": 4, "v": "d"})
+    stream = messages(EXTENSION, [*rows, after])
+    plan = Planner("eventual", ConsumerState(), place_by_position=True).plan(
+        changelog(stream, "avro", EXTENSION)
+    )
+    places = {
+        int(dict(r["image"])["id"]): r["commit_ts"]
+        for step in plan.steps
+        for r in step.rows.to_pylist()  # type: ignore[union-attr]
+    }
+    assert places == {1: ts(110) + 1, 2: ts(100), 3: ts(110), 4: ts(110) + 2}
+
+
 @pytest.mark.parametrize("cut", range(5))
 def test_a_tombstone_after_an_insert_at_the_same_place_wins(cut: int) -> None:
     rows = [row(RowKind.INSERT, 1, "a", 100), row(RowKind.DELETE, 1, None, 100)]

@@ -83,6 +83,8 @@ class ConsumerState:
     # the latest place given per (topic/partition, database, table)
     positions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     position_offsets: dict[str, int] = field(default_factory=dict)
+    # the slots of ``positions`` whose last place is not a row's own commit ts
+    placed_by_order: set[tuple[str, str, str]] = field(default_factory=set)
     # tables that follow their rows' schemas (see Planner._schema_runs): the schema JSON
     # each (topic/partition, database, table) last carried
     partition_schemas: dict[tuple[str, str, str], str] = field(default_factory=dict)
@@ -111,6 +113,7 @@ class ConsumerState:
                 "held_rows": 0 if self.held is None else self.held.num_rows,
                 "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
+                "placed_by_order": sorted(self.placed_by_order),
                 "partition_schemas": [
                     [p, db, t, text] for (p, db, t), text in self.partition_schemas.items()
                 ],
@@ -136,6 +139,7 @@ class ConsumerState:
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
             positions={(p, db, t): int(v) for p, db, t, v in obj.get("positions", [])},
             position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
+            placed_by_order={(p, db, t) for p, db, t in obj.get("placed_by_order", [])},
             partition_schemas={
                 (p, db, t): text for p, db, t, text in obj.get("partition_schemas", [])
             },
@@ -402,11 +406,13 @@ class Planner:
         tombstones, Avro without the TiDB extension, genuine Debezium), or one that cannot
         order them against those.  Every row there gets a *place*, which the planner orders
         by (it replaces the row's commit ts), per (partition, table): its commit ts when that
-        is above the previous place, else (no commit ts, a re-sent older change, another row
-        of the same commit ts) the previous place + 1.  So places rise strictly in partition
-        order, and equal the commit ts where those already rise: a sink keeps a key's change
-        only over an older place, and a re-sent older change placed *at* the place of the
-        newer change already applied would leave the re-sent states after it out.  The
+        is above the previous place, or equal to it when that is the previous row's own
+        commit ts (a transaction's rows share their place); else (no commit ts, a re-sent
+        older change) the previous place + 1.  So places follow the partition order, and
+        equal the commit ts where those already do; two changes share a place only within a
+        transaction (a sink keeps a key's change only over an older place: a re-sent older
+        change placed at the place of a newer one already applied would leave the re-sent
+        changes after it out).  The
         rows of one key all go to one partition (TiCDC dispatches by key), so each key's
         changes apply in the order they were written; a record at or below the last offset
         consumed of its partition is a replay of the source and is dropped.
@@ -423,6 +429,7 @@ class Planner:
         ts = batch["commit_ts"].to_numpy(zero_copy_only=False).copy()
         keep = np.ones(len(kinds), dtype=bool)
         marked, places = self.state.watermarks, self.state.positions
+        by_order = self.state.placed_by_order
         consumed = self.state.position_offsets
         floor = dict(consumed)  # (the rows of one record share its offset)
         for i, kind in enumerate(kinds):
@@ -441,8 +448,11 @@ class Planner:
                 )
             slot = (part, databases[i], tables[i])
             previous = places.get(slot, 0)
-            if ts[i] <= previous:  # (no commit ts, or a re-sent older change)
-                ts[i] = previous + 1
+            if ts[i] == 0 or ts[i] < previous or (ts[i] == previous and slot in by_order):
+                ts[i] = previous + 1  # (no commit ts, or a re-sent older change)
+                by_order.add(slot)
+            elif ts[i] > previous:
+                by_order.discard(slot)
             places[slot] = int(ts[i])
         placed = batch.set_column(
             batch.schema.get_field_index("commit_ts"),
