@@ -7,9 +7,11 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
-from pipeline_helpers import live, run_batches
+from pipeline_helpers import changelog, live, run_batches
+from ticdc_spark.apply import Applier, StateStore
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
@@ -112,3 +114,34 @@ def test_rows_of_a_partition_behind_never_take_the_table_back_to_their_schema(
     run_batches(batches, "avro", options, sink, tmp_path / "checkpoint", mode="eventual")
     rows = {r["id"]: r for r in live(sink.read(("shop", "t"))).to_pylist()}
     assert {k: r["b"] for k, r in rows.items()} == {1: None, 2: "x", 3: None, 4: None, 5: "y"}
+
+
+def test_a_partition_s_first_rows_add_their_columns_whatever_else_the_batch_carries(
+    tmp_path: Path,
+) -> None:
+    """Partition 1 first appears with column b while partition 0's task, which has read no
+    value of the table, sends a tombstone (its schema: the key's columns only): b and its
+    value stay (the table's columns were those of the last schema the batch numbered)."""
+    options = {"schema-registry": "mock://first-rows"}
+    with_b = TableSchema("shop", "t", (*V1.columns, Column("b", T("varchar"))), PK)
+    encoder = make_encoder("avro", options)
+    p0 = encoder.encode(
+        [
+            RowChange(RowKind.INSERT, V1, compose_ts(1), None, {"id": 1, "a": 1}),
+            RowChange(RowKind.DELETE, V1, compose_ts(3), {"id": 1, "a": 1}, None),
+        ]
+    )
+    p1 = encoder.encode(
+        [RowChange(RowKind.INSERT, with_b, compose_ts(2), None, {"id": 2, "a": 2, "b": "x"})]
+    )
+    for partition, messages in enumerate((p0, p1)):
+        for offset, message in enumerate(messages):
+            message.topic, message.partition, message.offset = "shop_t", partition, offset
+    sink = DeltaSink(tmp_path / "lake")
+    store = StateStore(tmp_path / "checkpoint")
+    applier = Applier(sink, store, mode="eventual", rows_define_schema=True, place_by_position=True)
+    applier.apply(changelog(p0[:1], "avro", options), 0)
+    # each partition decoded by a decoder of its own, as Spark's tasks do
+    both = pa.concat_tables([changelog(p1, "avro", options), changelog(p0[1:], "avro", options)])
+    applier.apply(both, 1)
+    assert live(sink.read(("shop", "t"))).to_pylist() == [{"id": 2, "a": 2, "b": "x"}]

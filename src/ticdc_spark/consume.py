@@ -587,6 +587,8 @@ class Planner:
         the schema it carried before (rows written before the change, on a partition behind
         the others) applies under the table's schema and never takes it back, which would
         drop the columns the newer rows filled.
+        A partition's first rows of a table (no order to go by) add the columns they carry,
+        and change nothing else.
         """
         import numpy as np
 
@@ -604,13 +606,19 @@ class Planner:
             carried = schema_from_json(text, *key)
             if known is None:
                 known = self.state.tables[key] = carried
-            elif previous not in (None, text) and schema_json(carried) != schema_json(known):
-                if i > start:
-                    yield rows.slice(start, i - start)
-                start = int(i)
-                sql = f"-- {key[0]}.{key[1]} follows the schema its rows carry"
-                yield DDLStep(key[0], key[1], stamps[i], sql, DDLType.MODIFY_COLUMN, known, carried)
-                known = self.state.tables[key] = carried
+                continue
+            if previous is None:  # (its partition's first: only the columns it adds count)
+                carried = _with_new_columns(known, carried)
+                if carried is known:
+                    continue
+            elif previous == text or schema_json(carried) == schema_json(known):
+                continue
+            if i > start:
+                yield rows.slice(start, i - start)
+            start = int(i)
+            sql = f"-- {key[0]}.{key[1]} follows the schema its rows carry"
+            yield DDLStep(key[0], key[1], stamps[i], sql, DDLType.MODIFY_COLUMN, known, carried)
+            known = self.state.tables[key] = carried
         yield rows.slice(start)
 
     def _above_floor(self, key: TableKey, rows: Any) -> Any:
@@ -634,7 +642,7 @@ class Planner:
             if carried is None:
                 raise TiCDCSparkError(f"no schema known for {key[0]}.{key[1]}")
             known = carried
-        elif carried is not None:
+        elif carried is not None and not self.rows_define_schema:  # (else: _schema_runs)
             last_ddl = self.state.schema_ts.get(key, -1)
             if pc.max(rows["commit_ts"]).as_py() > last_ddl:  # (older rows: see schema_ts)
                 known = _with_new_columns(known, carried)
