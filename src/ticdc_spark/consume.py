@@ -85,8 +85,8 @@ class ConsumerState:
     position_offsets: dict[str, int] = field(default_factory=dict)
     # the slots of ``positions`` whose last place is not a row's own commit ts
     placed_by_order: set[tuple[str, str, str]] = field(default_factory=set)
-    # tables that follow their rows' schemas (see Planner._schema_runs): the schema JSON
-    # each (topic/partition, database, table) last carried
+    # tables that follow their rows' schemas (see Planner._schema_runs): a digest of the
+    # schema JSON each (topic/partition, database, table) last carried
     partition_schemas: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
@@ -599,11 +599,15 @@ class Planner:
         carried_by = self.state.partition_schemas
         start = 0
         known = self.state.tables.get(key)
+        parsed: dict[int, tuple[str, TableSchema]] = {}  # schema number -> (digest, schema)
         for i in np.flatnonzero(~deletes & (ids >= 0)):
-            text = self._schema_texts[ids[i]]
+            number = int(ids[i])
+            if number not in parsed:
+                text = self._schema_texts[number]
+                parsed[number] = (_digest(text), schema_from_json(text, *key))
+            digest, carried = parsed[number]
             slot = (f"{topics[i]}/{partitions[i]}", *key)
-            previous, carried_by[slot] = carried_by.get(slot), text
-            carried = schema_from_json(text, *key)
+            previous, carried_by[slot] = carried_by.get(slot), digest
             if known is None:
                 known = self.state.tables[key] = carried
                 continue
@@ -611,7 +615,7 @@ class Planner:
                 carried = _with_new_columns(known, carried)
                 if carried is known:
                     continue
-            elif previous == text or schema_json(carried) == schema_json(known):
+            elif previous == digest or schema_json(carried) == schema_json(known):
                 continue
             if i > start:
                 yield rows.slice(start, i - start)
@@ -865,6 +869,13 @@ def dead_letters(rows: Any, reason: str | None = None) -> Any:
             "value": column("value", pa.binary()),
         }
     )
+
+
+def _digest(text: str) -> str:
+    """A short stand-in for a schema JSON (the state keeps one per partition and table)."""
+    import hashlib
+
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _with_new_columns(known: TableSchema, carried: TableSchema) -> TableSchema:
