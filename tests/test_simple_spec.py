@@ -361,6 +361,26 @@ def test_the_spark_stage_refuses_simple_until_the_pipeline_keeps_its_state() -> 
         decode(object(), "simple")  # type: ignore[arg-type]
 
 
+def test_held_claim_check_rows_count_the_bytes_they_hold(tmp_path: Path) -> None:
+    """A row waiting for its schema holds the full message its claim-check pointer named:
+    max-held-bytes bounds those bytes, not the pointer's (memory stays bounded)."""
+    options = {
+        **NO_BOOTSTRAPS,
+        "large-message-handle-option": "claim-check",
+        "claim-check-storage-uri": f"file://{tmp_path}",
+        "max-message-bytes": "600",
+    }
+    schema = _schema()
+    encoder = make_encoder("simple", options)
+    pointers = encoder.encode([_insert(schema, key, "x" * 5000) for key in range(3)])
+    assert all(len(p.value or b"") < 600 for p in pointers)
+    decoder = make_decoder("simple", {**options, "max-held-bytes": "12000"})
+    decoder.decode(pointers[0])
+    decoder.decode(pointers[1])
+    with pytest.raises(ConfigError, match="max-held-bytes=12000"):
+        decoder.decode(pointers[2])  # (a third 5 kB row would hold more than 12000 bytes)
+
+
 @pytest.mark.parametrize("encoding", ["json", "avro"])
 def test_claim_check_sends_a_pointer_and_the_key_and_reads_the_full_row_back(
     encoding: str, tmp_path: Path

@@ -155,8 +155,8 @@ class SimpleDecoder(DecoderBase):
                 event = self._event(obj, kind)
         if kind in _KINDS:
             if waits is not None:  # (outside `decoding`: the bound's error is no DecodeError)
-                key, full = waits  # (full: the message a claim-check pointer named)
-                self.held.add(key, _Held(full, message.position), message.size)
+                key, full, size = waits  # (full: the message a claim-check pointer named)
+                self.held.add(key, _Held(full, message.position), size)
             return
         if event is None:
             return
@@ -256,11 +256,13 @@ class SimpleDecoder(DecoderBase):
 
     def _dml(
         self, obj: dict[str, Any], sink: RowSink, where: Position, message: Message
-    ) -> tuple[SchemaKey, dict[str, Any]] | None:
-        """Emit a row, or return the schema key it must wait for (and the full message)."""
+    ) -> tuple[SchemaKey, dict[str, Any], int] | None:
+        """Emit a row, or return the schema key it must wait for, the full message and its
+        size (a claim-check pointer's: the message it named, which is what is held)."""
+        size = message.size
         location = obj.get("claimCheckLocation")
         if location is not None:
-            obj = self._claim_checked(location)
+            obj, size = self._claim_checked(location)
         database, table = _name(obj, "database"), _name(obj, "table")
         if self._keep is not None and not self._keep.matches(database, table):
             return None
@@ -268,18 +270,20 @@ class SimpleDecoder(DecoderBase):
         readers = self.memo.get(key)
         if readers is None:
             _check_images(obj)
-            return key, obj
+            return key, obj, size
         self._emit(obj, readers, sink, where)
         return None
 
-    def _claim_checked(self, location: Any) -> dict[str, Any]:
+    def _claim_checked(self, location: Any) -> tuple[dict[str, Any], int]:
+        """The full message a claim-check pointer names, and its size."""
         if not isinstance(location, str):
             raise DecodeError("claimCheckLocation must be a string")
         _, value = self._large.fetch(location)
-        obj = self._parse(self._large.decompress(value))
+        value = self._large.decompress(value)
+        obj = self._parse(value)
         if obj.get("type") not in _KINDS or obj.get("claimCheckLocation") is not None:
             raise DecodeError("a claim-check file must hold one full DML message")
-        return obj
+        return obj, len(value)
 
     def _release(self, keys: list[SchemaKey], sink: RowSink, where: Position) -> None:
         """Emit the rows held for schemas that just arrived, in the order they arrived, after
