@@ -381,6 +381,19 @@ def test_held_claim_check_rows_count_the_bytes_they_hold(tmp_path: Path) -> None
         decoder.decode(pointers[2])  # (a third 5 kB row would hold more than 12000 bytes)
 
 
+def test_held_compressed_rows_count_the_bytes_they_hold() -> None:
+    """The same for a compressed message: what is held is the message decompressed."""
+    options = {**NO_BOOTSTRAPS, "large-message-handle-compression": "lz4"}
+    encoder = make_encoder("simple", options)
+    messages = encoder.encode([_insert(_schema(), key, "x" * 5000) for key in range(3)])
+    assert all(len(m.value or b"") < 1000 for m in messages)
+    decoder = make_decoder("simple", {**options, "max-held-bytes": "12000"})
+    decoder.decode(messages[0])
+    decoder.decode(messages[1])
+    with pytest.raises(ConfigError, match="max-held-bytes=12000"):
+        decoder.decode(messages[2])
+
+
 @pytest.mark.parametrize("encoding", ["json", "avro"])
 def test_claim_check_sends_a_pointer_and_the_key_and_reads_the_full_row_back(
     encoding: str, tmp_path: Path

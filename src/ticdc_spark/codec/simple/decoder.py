@@ -147,10 +147,11 @@ class SimpleDecoder(DecoderBase):
             return
         where: Position = (message.topic, message.partition or 0, message.offset or 0, 0)
         with decoding(PROTOCOL, message):
-            obj = self._parse(self._large.decompress(message.value or b""))
+            value = self._large.decompress(message.value or b"")
+            obj = self._parse(value)
             kind = obj.get("type")
             if kind in _KINDS:
-                waits = self._dml(obj, sink, where, message)
+                waits = self._dml(obj, sink, where, len(value))
             else:
                 event = self._event(obj, kind)
         if kind in _KINDS:
@@ -255,11 +256,11 @@ class SimpleDecoder(DecoderBase):
     # rows ---------------------------------------------------------------------------------
 
     def _dml(
-        self, obj: dict[str, Any], sink: RowSink, where: Position, message: Message
+        self, obj: dict[str, Any], sink: RowSink, where: Position, size: int
     ) -> tuple[SchemaKey, dict[str, Any], int] | None:
-        """Emit a row, or return the schema key it must wait for, the full message and its
-        size (a claim-check pointer's: the message it named, which is what is held)."""
-        size = message.size
+        """Emit a row, or return the schema key it must wait for, the full message and the
+        bytes it holds (``size``: the message's, decompressed; a claim-check pointer's: the
+        message it named, which is what is held)."""
         location = obj.get("claimCheckLocation")
         if location is not None:
             obj, size = self._claim_checked(location)
