@@ -580,15 +580,14 @@ class Planner:
         a :class:`DDLStep` (``after`` the new schema) between them.  DELETEs carry only the
         key and say nothing of the other columns: they never cut.
 
-        Only a partition's own order says which of two schemas is the newer one (the
-        partitions of a topic are read at their own pace, and rows without a commit ts have
-        only their partition's order): a table moves to a schema when a partition that
-        carried another one for it moves to this one.  A row whose partition still carries
-        the schema it carried before (rows written before the change, on a partition behind
-        the others) applies under the table's schema and never takes it back, which would
-        drop the columns the newer rows filled.
-        A partition's first rows of a table (no order to go by) add the columns they carry,
-        and change nothing else.
+        Which of two schemas is the newer one: the one with the higher ``version`` when both
+        have one (Avro: the registry's schema id, in the order schemas were registered);
+        else the one a partition moved to from the other (the partitions of a topic are
+        read at their own pace, and rows without a commit ts have only their partition's
+        order).  A table moves to a newer schema only.  A row carrying an older one (written
+        before the change, on a partition behind the others), or one with no order to go by
+        (its partition's first), adds the columns the table lacks and changes nothing else:
+        taking the table back would drop the columns newer rows filled.
         """
         import numpy as np
 
@@ -611,12 +610,16 @@ class Planner:
             if known is None:
                 known = self.state.tables[key] = carried
                 continue
-            if previous is None:  # (its partition's first: only the columns it adds count)
+            if schema_json(carried) == schema_json(known):
+                continue
+            if carried.version and known.version:
+                newer = carried.version > known.version
+            else:  # (schemas without versions: their partition's order)
+                newer = previous not in (None, digest)
+            if not newer:  # an older schema, or no order to go by: the columns it adds only
                 carried = _with_new_columns(known, carried)
                 if carried is known:
                     continue
-            elif previous == digest or schema_json(carried) == schema_json(known):
-                continue
             if i > start:
                 yield rows.slice(start, i - start)
             start = int(i)
