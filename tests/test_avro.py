@@ -364,6 +364,26 @@ def test_registry_basic_auth_and_secret_never_shown() -> None:
         assert "s3cr" not in str(down.value) and "ci user" not in str(down.value)
 
 
+@pytest.mark.parametrize("password", ["s3cr/t", "s3cr#t", "s3cr?t"])
+def test_a_password_left_unencoded_is_still_the_password(password: str) -> None:
+    """A base64 password holds "/": left unencoded in the URL, it is still sent as the
+    password, and errors never show it (it was taken for the host and printed)."""
+    with RegistryServer(auth=("ci", password)) as server:
+        url = server.url.replace("http://", f"http://ci:{password}@")
+        client = SchemaRegistry(url, FAST)
+        assert client.register("t-value", '"string"') > 0 and "s3cr" not in client.url
+        server.fail(10)
+        with pytest.raises(RegistryError, match="unavailable") as down:
+            SchemaRegistry(url, FAST).schema_text(999)
+        assert "s3cr" not in str(down.value)
+    with pytest.raises(RegistryError, match="unreachable") as gone:
+        SchemaRegistry(url, Retries(max_retries=0)).schema_text(999)
+    assert "s3cr" not in str(gone.value)
+    with pytest.raises(ConfigError, match="Port could not be cast") as port:
+        SchemaRegistry(f"http://ci:{password}@127.0.0.1:http", FAST)
+    assert "s3cr" not in str(port.value)
+
+
 def test_ids_are_cached_no_call_per_message() -> None:
     with RegistryServer() as server:
         options = {"schema-registry": server.url, "enable-tidb-extension": "true"}

@@ -7,6 +7,7 @@ stream is consumed (a re-send replays old states on its way, in order)."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contract.helpers import examples
-from pipeline_helpers import changelog
+from pipeline_helpers import changelog, live, run_batches
 from ticdc_spark.codec import Message, make_encoder
 from ticdc_spark.consume import ConsumerState, Planner, TableChanges
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
+from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.types import ColumnType
 
 SCHEMA = TableSchema(
@@ -49,8 +51,10 @@ def messages(options: dict[str, str], rows: list[RowChange]) -> list[Message]:
 
 def apply(options: dict[str, str], batches: list[list[Message]]) -> list[dict[int, str]]:
     """The table after each batch, planned in eventual mode with the state carried over
-    (and saved and loaded between batches, as the pipeline does)."""
-    table: dict[int, str] = {}
+    (and saved and loaded between batches, as the pipeline does), each change kept as the
+    sinks keep it (DeltaSink.merge): over an older commit ts (here: place), or at the same
+    one over a delete."""
+    stored: dict[int, tuple[int, str, str | None]] = {}  # id -> (commit ts, op, v)
     states, state = [], ConsumerState()
     for batch in batches:
         plan = Planner("eventual", state, place_by_position=True).plan(
@@ -59,14 +63,14 @@ def apply(options: dict[str, str], batches: list[list[Message]]) -> list[dict[in
         for step in plan.steps:
             assert isinstance(step, TableChanges)
             for change in step.rows.to_pylist():
-                image = dict(change["image"])
-                if change["op"] == "delete":
-                    table.pop(int(image["id"]), None)
-                else:
-                    table[int(image["id"])] = image["v"]
-        states.append(dict(table))
+                image, at = dict(change["image"]), change["commit_ts"]
+                old = stored.get(int(image["id"]))
+                newer = old is None or at > old[0]
+                if newer or (at == old[0] and old[1] == "delete" != change["op"]):  # type: ignore[index]
+                    stored[int(image["id"])] = (at, change["op"], image.get("v"))
+        states.append({k: v for k, (_, op, v) in stored.items() if op != "delete"})
         state = ConsumerState.from_json(state.to_json())
-    return states
+    return states  # type: ignore[return-value]
 
 
 def splits(items: list[Any], cuts: list[int]) -> list[list[Any]]:
@@ -87,6 +91,43 @@ def test_a_resent_tombstone_never_leaves_the_newer_row_deleted(cut: int) -> None
     stream = messages(EXTENSION, HISTORY + HISTORY)
     states = apply(EXTENSION, splits(stream, [cut]))
     assert states[-1] == {1: "v2"}
+
+
+@pytest.mark.parametrize("cut", range(1, 6))
+def test_a_resend_cut_between_two_batches_ends_at_the_newest_state(
+    cut: int, tmp_path: Path
+) -> None:
+    """TiCDC re-sends insert v1, update v2 after a newer change of another key: the re-sent
+    rows must not share a place with what the table already holds, or the update's re-send,
+    in the next batch, is not newer than the insert's re-send (the key stayed at v1)."""
+    history = [row(RowKind.INSERT, 1, "v1", 100), row(RowKind.UPDATE, 1, "v2", 110)]
+    history.append(row(RowKind.INSERT, 2, "x", 150))
+    stream = messages(EXTENSION, history + history)
+    sink = DeltaSink(tmp_path / "lake")
+    batches = [stream[:cut], stream[cut:]]
+    run_batches(batches, "avro", EXTENSION, sink, tmp_path / "checkpoint", mode="eventual")
+    rows = {r["id"]: r["v"] for r in live(sink.read(("shop", "t"))).to_pylist()}
+    assert rows == {1: "v2", 2: "x"}
+    assert apply(EXTENSION, batches)[-1] == {1: "v2", 2: "x"}
+
+
+def test_a_transaction_keeps_one_place_and_a_resend_rises_above_it() -> None:
+    """Rows of one commit ts share their place (their commit ts); a re-sent older change
+    goes above the newest place, and a later row whose commit ts is that place goes above
+    it (it is another transaction)."""
+    rows = [row(RowKind.INSERT, 1, "a", 100), row(RowKind.INSERT, 2, "b", 100)]
+    rows += [row(RowKind.INSERT, 3, "c", 110), rows[0]]  # (key 1 re-sent: at 110 + 1)
+    after = RowChange(RowKind.INSERT, SCHEMA, ts(110) + 1, None, {"id": 4, "v": "d"})
+    stream = messages(EXTENSION, [*rows, after])
+    plan = Planner("eventual", ConsumerState(), place_by_position=True).plan(
+        changelog(stream, "avro", EXTENSION)
+    )
+    places = {
+        int(dict(r["image"])["id"]): r["commit_ts"]
+        for step in plan.steps
+        for r in step.rows.to_pylist()  # type: ignore[union-attr]
+    }
+    assert places == {1: ts(110) + 1, 2: ts(100), 3: ts(110), 4: ts(110) + 2}
 
 
 @pytest.mark.parametrize("cut", range(5))

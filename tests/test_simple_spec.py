@@ -325,11 +325,73 @@ def test_cli_decode_keeps_the_memo_across_the_input(
     assert f"1 row(s) of simple.user await schema version {USER_V1}" in captured.err
 
 
+def test_a_bad_held_row_loses_none_of_the_others(
+    examples: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three rows held, the second of which does not fit its schema once it comes: the
+    schema's event and the two good rows still come out, and the bad one is reported by its
+    own record (before, its error took the whole message's events with it)."""
+    from ticdc_spark.cli import main
+
+    ddl, insert, update, delete = examples[:4]
+    bad = {**update, "data": {**update["data"], "age": "not a number"}}
+    values = tmp_path / "values.jsonl"
+    values.write_bytes(b"".join(orjson.dumps(o) + b"\n" for o in (insert, bad, delete, ddl)))
+    assert main(["decode", "-p", "simple", "--on-error", "skip", "--values", str(values)]) == 0
+    captured = capsys.readouterr()
+    assert [orjson.loads(line)["type"] for line in captured.out.splitlines()] == [
+        "DDL",
+        "INSERT",
+        "DELETE",
+    ]
+    assert "values.jsonl line 2: column 'age'" in captured.err
+    assert "1 bad record(s) skipped" in captured.err
+    decoder = make_decoder("simple")
+    for offset, obj in enumerate((insert, bad, delete)):
+        decoder.decode(_message(obj, offset))
+    with pytest.raises(DecodeError, match="t/0@1") as caught:
+        decoder.decode(_message(ddl, 3))
+    assert [type(e).__name__ for e in caught.value.events] == ["DDLEvent", "RowChange", "RowChange"]
+
+
 def test_the_spark_stage_refuses_simple_until_the_pipeline_keeps_its_state() -> None:
     from ticdc_spark.spark.decode import decode
 
     with pytest.raises(ConfigError, match="checkpointed consumer state"):
         decode(object(), "simple")  # type: ignore[arg-type]
+
+
+def test_held_claim_check_rows_count_the_bytes_they_hold(tmp_path: Path) -> None:
+    """A row waiting for its schema holds the full message its claim-check pointer named:
+    max-held-bytes bounds those bytes, not the pointer's (memory stays bounded)."""
+    options = {
+        **NO_BOOTSTRAPS,
+        "large-message-handle-option": "claim-check",
+        "claim-check-storage-uri": f"file://{tmp_path}",
+        "max-message-bytes": "600",
+    }
+    schema = _schema()
+    encoder = make_encoder("simple", options)
+    pointers = encoder.encode([_insert(schema, key, "x" * 5000) for key in range(3)])
+    assert all(len(p.value or b"") < 600 for p in pointers)
+    decoder = make_decoder("simple", {**options, "max-held-bytes": "12000"})
+    decoder.decode(pointers[0])
+    decoder.decode(pointers[1])
+    with pytest.raises(ConfigError, match="max-held-bytes=12000"):
+        decoder.decode(pointers[2])  # (a third 5 kB row would hold more than 12000 bytes)
+
+
+def test_held_compressed_rows_count_the_bytes_they_hold() -> None:
+    """The same for a compressed message: what is held is the message decompressed."""
+    options = {**NO_BOOTSTRAPS, "large-message-handle-compression": "lz4"}
+    encoder = make_encoder("simple", options)
+    messages = encoder.encode([_insert(_schema(), key, "x" * 5000) for key in range(3)])
+    assert all(len(m.value or b"") < 1000 for m in messages)
+    decoder = make_decoder("simple", {**options, "max-held-bytes": "12000"})
+    decoder.decode(messages[0])
+    decoder.decode(messages[1])
+    with pytest.raises(ConfigError, match="max-held-bytes=12000"):
+        decoder.decode(messages[2])
 
 
 @pytest.mark.parametrize("encoding", ["json", "avro"])

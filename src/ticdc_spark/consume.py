@@ -83,6 +83,11 @@ class ConsumerState:
     # the latest place given per (topic/partition, database, table)
     positions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     position_offsets: dict[str, int] = field(default_factory=dict)
+    # the slots of ``positions`` whose last place is not a row's own commit ts
+    placed_by_order: set[tuple[str, str, str]] = field(default_factory=set)
+    # tables that follow their rows' schemas (see Planner._schema_runs): a digest of the
+    # schema JSON each (topic/partition, database, table) last carried
+    partition_schemas: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -108,6 +113,10 @@ class ConsumerState:
                 "held_rows": 0 if self.held is None else self.held.num_rows,
                 "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
+                "placed_by_order": sorted(self.placed_by_order),
+                "partition_schemas": [
+                    [p, db, t, text] for (p, db, t), text in self.partition_schemas.items()
+                ],
             }
         )
 
@@ -130,6 +139,10 @@ class ConsumerState:
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
             positions={(p, db, t): int(v) for p, db, t, v in obj.get("positions", [])},
             position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
+            placed_by_order={(p, db, t) for p, db, t in obj.get("placed_by_order", [])},
+            partition_schemas={
+                (p, db, t): text for p, db, t, text in obj.get("partition_schemas", [])
+            },
         )
 
 
@@ -392,11 +405,14 @@ class Planner:
         Only on partitions that carry no watermarks.  Their rows carry no commit ts (Avro
         tombstones, Avro without the TiDB extension, genuine Debezium), or one that cannot
         order them against those.  Every row there gets a *place*, which the planner orders
-        by (it replaces the row's commit ts), per (partition, table): a row without a commit
-        ts the previous place + 1; a row with one its commit ts, but never below the previous
-        place (a re-sent older change: at the previous place, after it since at one place
-        deletes go first; a re-sent older DELETE at the previous place + 1).  So places
-        follow the partition order, and equal the commit ts where those already do.  The
+        by (it replaces the row's commit ts), per (partition, table): its commit ts when that
+        is above the previous place, or equal to it when that is the previous row's own
+        commit ts (a transaction's rows share their place); else (no commit ts, a re-sent
+        older change) the previous place + 1.  So places follow the partition order, and
+        equal the commit ts where those already do; two changes share a place only within a
+        transaction (a sink keeps a key's change only over an older place: a re-sent older
+        change placed at the place of a newer one already applied would leave the re-sent
+        changes after it out).  The
         rows of one key all go to one partition (TiCDC dispatches by key), so each key's
         changes apply in the order they were written; a record at or below the last offset
         consumed of its partition is a replay of the source and is dropped.
@@ -409,10 +425,11 @@ class Planner:
         kinds = batch["kind"].to_pylist()
         topics, partitions = batch["topic"].to_pylist(), batch["partition"].to_pylist()
         databases, tables = batch["database"].to_pylist(), batch["table"].to_pylist()
-        offsets, ops = batch["offset"].to_pylist(), batch["op"].to_pylist()
+        offsets = batch["offset"].to_pylist()
         ts = batch["commit_ts"].to_numpy(zero_copy_only=False).copy()
         keep = np.ones(len(kinds), dtype=bool)
         marked, places = self.state.watermarks, self.state.positions
+        by_order = self.state.placed_by_order
         consumed = self.state.position_offsets
         floor = dict(consumed)  # (the rows of one record share its offset)
         for i, kind in enumerate(kinds):
@@ -431,10 +448,11 @@ class Planner:
                 )
             slot = (part, databases[i], tables[i])
             previous = places.get(slot, 0)
-            if ts[i] == 0 or (ts[i] < previous and ops[i] == "DELETE"):
-                ts[i] = previous + 1
-            elif ts[i] < previous:
-                ts[i] = previous  # (at one place deletes go first: this row stays after)
+            if ts[i] == 0 or ts[i] < previous or (ts[i] == previous and slot in by_order):
+                ts[i] = previous + 1  # (no commit ts, or a re-sent older change)
+                by_order.add(slot)
+            elif ts[i] > previous:
+                by_order.discard(slot)
             places[slot] = int(ts[i])
         placed = batch.set_column(
             batch.schema.get_field_index("commit_ts"),
@@ -561,25 +579,53 @@ class Planner:
         follows its rows' schemas: columns added, widened or dropped between two rows become
         a :class:`DDLStep` (``after`` the new schema) between them.  DELETEs carry only the
         key and say nothing of the other columns: they never cut.
+
+        Which of two schemas is the newer one: the one with the higher ``version`` when both
+        have one (Avro: the registry's schema id, in the order schemas were registered);
+        else the one a partition moved to from the other (the partitions of a topic are
+        read at their own pace, and rows without a commit ts have only their partition's
+        order).  A table moves to a newer schema only.  A row carrying an older one (written
+        before the change, on a partition behind the others), or one with no order to go by
+        (its partition's first), adds the columns the table lacks and changes nothing else:
+        taking the table back would drop the columns newer rows filled.
         """
         import numpy as np
 
         ids = rows["_schema_id"].to_numpy(zero_copy_only=False)
         deletes = rows["op"].to_numpy(zero_copy_only=False) == "DELETE"
         stamps = rows["commit_ts"].to_pylist()
+        topics, partitions = rows["topic"].to_pylist(), rows["partition"].to_pylist()
+        carried_by = self.state.partition_schemas
         start = 0
         known = self.state.tables.get(key)
+        parsed: dict[int, tuple[str, TableSchema]] = {}  # schema number -> (digest, schema)
         for i in np.flatnonzero(~deletes & (ids >= 0)):
-            carried = schema_from_json(self._schema_texts[ids[i]], *key)
+            number = int(ids[i])
+            if number not in parsed:
+                text = self._schema_texts[number]
+                parsed[number] = (_digest(text), schema_from_json(text, *key))
+            digest, carried = parsed[number]
+            slot = (f"{topics[i]}/{partitions[i]}", *key)
+            previous, carried_by[slot] = carried_by.get(slot), digest
             if known is None:
                 known = self.state.tables[key] = carried
-            elif schema_json(carried) != schema_json(known):
-                if i > start:
-                    yield rows.slice(start, i - start)
-                start = int(i)
-                sql = f"-- {key[0]}.{key[1]} follows the schema its rows carry"
-                yield DDLStep(key[0], key[1], stamps[i], sql, DDLType.MODIFY_COLUMN, known, carried)
-                known = self.state.tables[key] = carried
+                continue
+            if schema_json(carried) == schema_json(known):
+                continue
+            if carried.version and known.version:
+                newer = carried.version > known.version
+            else:  # (schemas without versions: their partition's order)
+                newer = previous not in (None, digest)
+            if not newer:  # an older schema, or no order to go by: the columns it adds only
+                carried = _with_new_columns(known, carried)
+                if carried is known:
+                    continue
+            if i > start:
+                yield rows.slice(start, i - start)
+            start = int(i)
+            sql = f"-- {key[0]}.{key[1]} follows the schema its rows carry"
+            yield DDLStep(key[0], key[1], stamps[i], sql, DDLType.MODIFY_COLUMN, known, carried)
+            known = self.state.tables[key] = carried
         yield rows.slice(start)
 
     def _above_floor(self, key: TableKey, rows: Any) -> Any:
@@ -603,7 +649,7 @@ class Planner:
             if carried is None:
                 raise TiCDCSparkError(f"no schema known for {key[0]}.{key[1]}")
             known = carried
-        elif carried is not None:
+        elif carried is not None and not self.rows_define_schema:  # (else: _schema_runs)
             last_ddl = self.state.schema_ts.get(key, -1)
             if pc.max(rows["commit_ts"]).as_py() > last_ddl:  # (older rows: see schema_ts)
                 known = _with_new_columns(known, carried)
@@ -826,6 +872,13 @@ def dead_letters(rows: Any, reason: str | None = None) -> Any:
             "value": column("value", pa.binary()),
         }
     )
+
+
+def _digest(text: str) -> str:
+    """A short stand-in for a schema JSON (the state keeps one per partition and table)."""
+    import hashlib
+
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 def _with_new_columns(known: TableSchema, carried: TableSchema) -> TableSchema:

@@ -294,12 +294,14 @@ def changelog_from_events(decoder: Any, messages: list[Message]) -> pa.RecordBat
     return builder.to_batch()
 
 
-def typed_changelog(batch: pa.RecordBatch, fsp: bool = True) -> list[dict[str, Any]]:
+def typed_changelog(
+    batch: pa.RecordBatch, fsp: bool = True, version: bool = True
+) -> list[dict[str, Any]]:
     """The changelog's rows with image text read back by the apply stage's reader, with each
     column's type (from the ``schema`` column: null means as the table's previous row), so
     that a protocol's own spelling of a value equals the normalized one.  Each row gets its
     table's schema JSON; ``fsp=False`` drops the fractional-second precision of temporal
-    types from it."""
+    types from it, ``version=False`` its version."""
     schemas: dict[tuple[str, str], Any] = {}
     texts: dict[tuple[str, str], str] = {}
     rows: list[dict[str, Any]] = batch.to_pylist()
@@ -308,6 +310,8 @@ def typed_changelog(batch: pa.RecordBatch, fsp: bool = True) -> list[dict[str, A
         if row["schema"]:  # (a BOOTSTRAP or DDL row's schema holds for the rows after it)
             schemas[slot] = schema_from_json(row["schema"], *slot)
             texts[slot] = row["schema"] if fsp else _without_fsp(row["schema"])
+            if not version:
+                texts[slot] = _without_version(texts[slot])
         if row["kind"] != "ROW":
             continue
         row["schema"] = texts[slot]  # (each row's schema, not only where it changed)
@@ -316,6 +320,12 @@ def typed_changelog(batch: pa.RecordBatch, fsp: bool = True) -> list[dict[str, A
             if row[side] is not None:
                 row[side] = {name: _read(types.get(name), text) for name, text in row[side]}
     return rows
+
+
+def _without_version(text: str) -> str:
+    obj = orjson.loads(text)
+    obj.pop("version", None)
+    return orjson.dumps(obj).decode()
 
 
 def _without_fsp(text: str) -> str:

@@ -48,6 +48,9 @@ GOLDENS = [
 # The Open Protocol decoder keeps the Java example's str "aa" in a tinyint column (see
 # test_golden.py): its changelog text is no tinyint the apply stage can read.
 _UNREADABLE = {("open-protocol", "java-example")}
+# The Avro changelog's schema JSON has the registry's id of the value schema as its version
+# (it orders a table's schemas for the consumer); the events have none.
+_REGISTRY_VERSIONS = {"avro"}
 
 
 def _assert_agree(protocol: str, options: Any, messages: list[Message]) -> None:
@@ -55,7 +58,10 @@ def _assert_agree(protocol: str, options: Any, messages: list[Message]) -> None:
     generic = changelog_from_events(make_decoder(protocol, options), messages)
     assert one_path.schema == generic.schema == ChangelogBuilder().arrow_schema()
     # (modulo the temporal fsp of the schema column: see the xfail case below)
-    assert typed_changelog(one_path, fsp=False) == typed_changelog(generic, fsp=False)
+    version = protocol not in _REGISTRY_VERSIONS
+    assert typed_changelog(one_path, fsp=False, version=version) == typed_changelog(
+        generic, fsp=False
+    )
 
 
 def _assert_batches_agree(protocol: str, options: Any, messages: list[Message]) -> int:

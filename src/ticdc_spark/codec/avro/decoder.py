@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -181,7 +181,13 @@ class AvroDecoder(DecoderBase):
             self._record(key_id)
         table = self._table(value_id, key_id)
         self._last_value[(table.database, table.table)] = value_id
-        plan = _Plan(self._record(value_id), table, self._schema_json(table), table.handle_key)
+        # The changelog's schema JSON has the value schema's id as the table's version (the
+        # events have none: an id is the registry's, not the table's).  It orders a table's
+        # schemas (a registry numbers schemas in the order they are registered; TiCDC
+        # registers a table's new schema with its first row after the change), so that the
+        # consumer never takes a table back to an older schema (consume.Planner).
+        text = self._schema_json(replace(table, version=value_id))
+        plan = _Plan(self._record(value_id), table, text, table.handle_key)
         if len(self._plans) >= _PLANS_KEPT:
             self._plans.clear()
         self._plans[value[:HEADER_SIZE] + key[:HEADER_SIZE]] = plan

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 from ticdc_spark.codec.common import LRUCache
 from ticdc_spark.errors import ConfigError, RegistryError
@@ -80,18 +80,27 @@ def registry(url: str) -> SchemaRegistry:
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
-    """(the URL without user info, ``user:password`` decoded) of a registry URL."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https", "mock"):
+    """(the URL without user info, ``user:password`` decoded) of a registry URL.
+
+    The user info runs to the *last* "@" of the URL, so a password that holds a "/", "?",
+    "#" or "@" left unencoded (a base64 one) is still taken as the password, never as the
+    host or path that errors name the registry by.
+    """
+    scheme, sep, rest = url.partition("://")
+    if scheme.lower() not in ("http", "https", "mock") or not sep:
         raise ConfigError(
-            f"schema registry URL must be http://, https:// or mock://, got {parts.scheme!r}"
+            f"schema registry URL must be http://, https:// or mock://, got {scheme[:16]!r}"
         )
-    if parts.username is None:
+    user_info, at, address = rest.rpartition("@")
+    bare = f"{scheme}://{address}"
+    try:
+        urlsplit(bare).port  # noqa: B018 (a port that is no number is refused here)
+    except ValueError as exc:
+        raise ConfigError(f"schema registry URL {bare}: {exc}") from None
+    if not at:
         return url, None
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    bare = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    return bare, f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    user, _, password = user_info.partition(":")
+    return bare, f"{unquote(user)}:{unquote(password)}"
 
 
 class SchemaRegistry:

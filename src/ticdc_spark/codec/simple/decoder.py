@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.codec.base import DecoderBase, Message, Position, RowSink
+from ticdc_spark.codec.base import DecoderBase, EventSink, Message, Position, RowSink
 from ticdc_spark.codec.common import decoding, loads, require_dict
 from ticdc_spark.codec.compiled import BASE64, kind_of
 from ticdc_spark.codec.compiled import values as compiled_values
@@ -53,7 +53,7 @@ from ticdc_spark.model import (
 )
 from ticdc_spark.types import Family
 
-__all__ = ["SimpleDecoder"]
+__all__ = ["HeldRowError", "SimpleDecoder"]
 
 _KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
 
@@ -103,6 +103,17 @@ def _readers(schema: TableSchema, values: Dialect, json: bool) -> _Readers:
     return _Readers(schema, canonical, text, timestamps, compiled, unwrapped)
 
 
+class HeldRowError(DecodeError):
+    """A held row that does not fit the schema that came for it, named by its own record.
+
+    Raised by the message that released it, after everything else that message decodes to
+    (its schema event, the other held rows) went into the sink: :meth:`SimpleDecoder.decode`
+    keeps those in ``events``, to be used, not dropped with the bad row.
+    """
+
+    events: list[Event]
+
+
 class SimpleDecoder(DecoderBase):
     """Decodes Simple messages, keeping the schema memo and the held rows across messages."""
 
@@ -127,12 +138,21 @@ class SimpleDecoder(DecoderBase):
         )
 
     def decode(self, message: Message) -> list[Event]:
-        """:meth:`decode_into` a list, the common row (see :meth:`_flat_row`) without a sink."""
+        """:meth:`decode_into` a list, the common row (see :meth:`_flat_row`) without a sink.
+
+        A held row that does not fit the schema releasing it raises :class:`HeldRowError`
+        carrying the events decoded before it (the other released rows are not lost)."""
         if self._plain_json:
             flat = self._flat_row(message.value, False)
             if flat is not None:
                 return [RowChange(*flat)]
-        return super().decode(message)
+        sink = EventSink()
+        try:
+            self.decode_into(message, sink)
+        except HeldRowError as exc:
+            exc.events = sink.events
+            raise
+        return sink.events
 
     def waiting(self) -> list[tuple[SchemaKey, int]]:
         """(schema key, rows) of the rows still held for want of their schema."""
@@ -143,16 +163,17 @@ class SimpleDecoder(DecoderBase):
             return
         where: Position = (message.topic, message.partition or 0, message.offset or 0, 0)
         with decoding(PROTOCOL, message):
-            obj = self._parse(self._large.decompress(message.value or b""))
+            value = self._large.decompress(message.value or b"")
+            obj = self._parse(value)
             kind = obj.get("type")
             if kind in _KINDS:
-                waits = self._dml(obj, sink, where, message)
+                waits = self._dml(obj, sink, where, len(value))
             else:
                 event = self._event(obj, kind)
         if kind in _KINDS:
             if waits is not None:  # (outside `decoding`: the bound's error is no DecodeError)
-                key, full = waits  # (full: the message a claim-check pointer named)
-                self.held.add(key, _Held(full, message.position), message.size)
+                key, full, size = waits  # (full: the message a claim-check pointer named)
+                self.held.add(key, _Held(full, message.position), size)
             return
         if event is None:
             return
@@ -268,12 +289,14 @@ class SimpleDecoder(DecoderBase):
     # rows ---------------------------------------------------------------------------------
 
     def _dml(
-        self, obj: dict[str, Any], sink: RowSink, where: Position, message: Message
-    ) -> tuple[SchemaKey, dict[str, Any]] | None:
-        """Emit a row, or return the schema key it must wait for (and the full message)."""
+        self, obj: dict[str, Any], sink: RowSink, where: Position, size: int
+    ) -> tuple[SchemaKey, dict[str, Any], int] | None:
+        """Emit a row, or return the schema key it must wait for, the full message and the
+        bytes it holds (``size``: the message's, decompressed; a claim-check pointer's: the
+        message it named, which is what is held)."""
         location = obj.get("claimCheckLocation")
         if location is not None:
-            obj = self._claim_checked(location)
+            obj, size = self._claim_checked(location)
         database, table = _name(obj, "database"), _name(obj, "table")
         if self._keep is not None and not self._keep.matches(database, table):
             return None
@@ -281,24 +304,29 @@ class SimpleDecoder(DecoderBase):
         readers = self.memo.get(key)
         if readers is None:
             _check_images(obj)
-            return key, obj
+            return key, obj, size
         self._emit(obj, readers, sink, where)
         return None
 
-    def _claim_checked(self, location: Any) -> dict[str, Any]:
+    def _claim_checked(self, location: Any) -> tuple[dict[str, Any], int]:
+        """The full message a claim-check pointer names, and its size."""
         if not isinstance(location, str):
             raise DecodeError("claimCheckLocation must be a string")
         _, value = self._large.fetch(location)
-        obj = self._parse(self._large.decompress(value))
+        value = self._large.decompress(value)
+        obj = self._parse(value)
         if obj.get("type") not in _KINDS or obj.get("claimCheckLocation") is not None:
             raise DecodeError("a claim-check file must hold one full DML message")
-        return obj
+        return obj, len(value)
 
     def _release(self, keys: list[SchemaKey], sink: RowSink, where: Position) -> None:
         """Emit the rows held for schemas that just arrived, in the order they arrived, after
         the event that brought them: at its message's position, numbered on (as ``decode``
-        gives them, in one list with that event; an error names the row's own record)."""
+        gives them, in one list with that event).  A row that does not fit its schema is
+        left out and the others still come out; then a :class:`HeldRowError` names the
+        first such row's own record (its message was consumed when the row was held)."""
         topic, partition, offset, _ = where
+        failed: list[DecodeError] = []
         for seq, held in enumerate(self.held.release(keys), 1):
             key = (held.obj["database"], held.obj["table"], held.obj.get("schemaVersion", 0))
             readers = self.memo.get(key)
@@ -306,13 +334,16 @@ class SimpleDecoder(DecoderBase):
             try:
                 self._emit(held.obj, readers, sink, (topic, partition, offset, seq))
             except DecodeError as exc:
-                raise exc.at(held.position, PROTOCOL) from None
+                failed.append(exc.at(held.position, PROTOCOL))
             except (ValueError, TypeError, KeyError, ArithmeticError, UnicodeError) as exc:
-                raise DecodeError(
-                    f"held row does not fit schema version {key[2]}: {exc}",
-                    protocol=PROTOCOL,
-                    position=held.position,
-                ) from None
+                reason = f"held row does not fit schema version {key[2]}: {exc}"
+                failed.append(DecodeError(reason, protocol=PROTOCOL, position=held.position))
+        if failed:
+            first = failed[0]
+            others = f" ({len(failed) - 1} other held row(s) failed too)" if len(failed) > 1 else ""
+            raise HeldRowError(
+                first.reason + others, protocol=PROTOCOL, position=first.position
+            ) from None
 
     def _emit(self, obj: dict[str, Any], readers: _Readers, sink: RowSink, where: Position) -> None:
         kind = _KINDS[obj["type"]]
