@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import struct
 from decimal import Decimal
 
+import numpy as np  # the oracle of float32's shortest text
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ticdc_spark.types import (
     ColumnType,
@@ -98,6 +102,22 @@ def test_float_text_is_go_positional_shortest() -> None:
     assert format_float(1.0) == "1"
     assert format_float(1e-7) == "0.0000001"
     assert format_float(-0.0) == "-0"
+
+
+def test_float32_subnormals_take_their_shortest_digits() -> None:
+    # Go's strconv.FormatFloat(v, 'f', -1, 32): a subnormal's neighbours are far apart, so
+    # fewer than six digits can read back (the smallest float32 is "1e-45", not "1.4013e-45").
+    assert format_float(to_float32(1e-45), 32) == "0." + "0" * 44 + "1"
+    assert format_float(to_float32(3e-45), 32) == "0." + "0" * 44 + "3"
+    assert format_float(to_float32(5.877472e-39), 32) == "0." + "0" * 38 + "5877472"
+
+
+@given(st.integers(min_value=1, max_value=0x7F7FFFFF))
+def test_float32_text_is_numpys_shortest(bits: int) -> None:
+    value = struct.unpack("<f", struct.pack("<I", bits))[0]
+    assert format_float(value, 32) == np.format_float_positional(
+        np.float32(value), unique=True, trim="-"
+    )
 
 
 def test_bad_text_is_a_value_error() -> None:

@@ -500,6 +500,7 @@ def to_float32(value: float) -> float:
 
 
 _F32 = struct.Struct("<f")
+_F32_SMALLEST_NORMAL = 2.0**-126
 
 
 def shortest_digits(value: float, bits: int = 64) -> tuple[str, int]:
@@ -529,12 +530,14 @@ def _shortest_float32_text(value: float) -> str:
     shortest N is found by bisection over 1..9 digits.
     """
     text = f"{value:.5e}"  # 6 digits: if they read back, no shorter text does (see below)
-    if _F32.unpack(_F32.pack(float(text)))[0] == value:
+    if value >= _F32_SMALLEST_NORMAL and _F32.unpack(_F32.pack(float(text)))[0] == value:
         # float32 neighbours are under 1.2e-7 apart relatively; two different decimals of
         # at most 6 significant digits are over 1e-6 apart, so at most one reads back.
         mantissa, _, exponent = text.partition("e")
         return mantissa.rstrip("0").rstrip(".") + "e" + exponent
-    low, high = 6, 8  # precision after the point: 7..9 significant digits
+    # Precision after the point: 7..9 significant digits; a subnormal (fewer significant
+    # bits, neighbours relatively far apart) may need as few as 1 (Go: 1e-45).
+    low, high = (6, 8) if value >= _F32_SMALLEST_NORMAL else (0, 8)
     best = f"{value:.8e}"
     while low <= high:
         mid = (low + high) // 2
