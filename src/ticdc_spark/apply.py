@@ -27,7 +27,14 @@ from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.model import physical_ms
 from ticdc_spark.sinks.base import TableSink
 
-__all__ = ["Applier", "BatchReport", "ChangelogLog", "DeadLetterWriter", "StateStore"]
+__all__ = [
+    "Applier",
+    "BatchReport",
+    "ChangelogLog",
+    "DeadLetterWriter",
+    "StateStore",
+    "protocol_planning",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -295,6 +302,22 @@ class BatchReport:
         )
 
 
+def protocol_planning(protocol: str, options: dict[str, str] | None = None) -> dict[str, Any]:
+    """The :class:`Applier` arguments a protocol needs, from its codec's catalog entry:
+    ``rows_define_schema`` (no DDL, as Avro; or table schemas by version, as Simple: a table
+    follows the schemas its rows carry), ``place_by_position`` (rows without a commit ts)
+    and ``finisher`` (rows that wait for their schema, Simple)."""
+    from ticdc_spark.codec.catalog import get_codec, make_finisher
+
+    spec = get_codec(protocol)
+    finisher = make_finisher(protocol, options)
+    return {
+        "rows_define_schema": not spec.ddl or finisher is not None,
+        "place_by_position": not spec.commit_ts,
+        "finisher": finisher,
+    }
+
+
 class Applier:
     """Plans and applies micro-batches (the body of ``foreachBatch``)."""
 
@@ -310,11 +333,13 @@ class Applier:
         track_commits: bool = False,
         rows_define_schema: bool = False,
         place_by_position: bool = False,
+        finisher: Any = None,
     ) -> None:
         self.sink = sink
         # (protocols without DDL, and without watermarks: Avro; see consume.Planner)
         self.rows_define_schema = rows_define_schema
         self.place_by_position = place_by_position
+        self.finisher = finisher  # (Simple: rows finished once their schema is known)
         self.store = store
         self.mode = mode
         self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
@@ -334,6 +359,7 @@ class Applier:
             self.partitions,
             rows_define_schema=self.rows_define_schema,
             place_by_position=self.place_by_position,
+            finisher=self.finisher,
         )
         plan = planner.plan(changelog)
         report = BatchReport(

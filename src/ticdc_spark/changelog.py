@@ -19,6 +19,11 @@ sql, ddl_type  the DDL statement and TiDB's action name (DDL only)
 topic, partition, offset, seq
                where the message came from; seq numbers the events inside one message
 error          why decoding failed (ERROR only); key/value then hold the raw message
+value          also, for a protocol whose rows name a schema version that other messages
+               bring (Simple): on a ROW, the message itself when the decode stage had not
+               met its schema (images null: a *wire row*, which the consumer finishes once
+               it knows the schema, see :class:`~ticdc_spark.consume.Planner`); on a
+               BOOTSTRAP or DDL, the message, whose schemas the consumer learns
 =============  ===========================================================================
 
 Image values are MySQL text as the protocol wrote it, which is the normalized text form of
@@ -278,6 +283,30 @@ class ChangelogBuilder:
         self._add_other(
             ERROR, "", "", 0, (topic, partition, offset, 0), error=reason, key=key, value=value
         )
+
+    def add_wire_row(
+        self,
+        op: str,
+        database: str,
+        table: str,
+        commit_ts: int,
+        position: tuple[str, int, int, int],
+        message: bytes,
+        key_only: bool = False,
+    ) -> None:
+        """Append a row still in its message (a *wire row*: images null, ``value`` the
+        message), for the consumer to finish once it knows the row's schema."""
+        self.rows.append(
+            (ROW, op, database, table, commit_ts, None, key_only, None, None, *position)
+            + (None, None, message)
+        )
+        self.before.add(None)
+        self.after.add(None)
+
+    def keep_message(self, message: bytes) -> None:
+        """Keep the message on the row last appended (``value``), for the consumer to read
+        again: the schemas a BOOTSTRAP or DDL message brings."""
+        self.rows[-1] = (*self.rows[-1][:-1], message)
 
     def schema_text(self, schema: TableSchema | None) -> str | None:
         """The schema JSON of a schema object (computed once per object)."""

@@ -22,6 +22,11 @@ and works out what to apply, in order:
   extension, a genuine Debezium stream): for protocols without watermarks
   (``place_by_position``) rows are ordered by their partition position (see
   :meth:`Planner._place_by_position` and docs/pipeline.md "Rows without a commit ts").
+* **Rows waiting for their schema** (Simple, a ``finisher``): the decode stage leaves a row
+  whose schema version its task had not met as a *wire row*; the planner learns the schemas
+  BOOTSTRAP and DDL messages bring into the state (``versions``), finishes the wire rows
+  whose schema is known and holds the others, with every later change of their table, in
+  the state until their schema comes (see :meth:`Planner._finish_wire_rows`).
 
 The planner also keeps the table catalog: schemas from CREATE/ALTER statements when it sees
 them, else from the schema JSON rows carry.  All of it (watermarks, held rows, catalog,
@@ -83,6 +88,9 @@ class ConsumerState:
     # the latest place given per (topic/partition, database, table)
     positions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     position_offsets: dict[str, int] = field(default_factory=dict)
+    # protocols whose rows name a schema version (Simple): the schemas BOOTSTRAP and DDL
+    # messages brought, each as its protocol's finisher writes it, newest learned last
+    versions: dict[tuple[str, str, int], str] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -108,6 +116,7 @@ class ConsumerState:
                 "held_rows": 0 if self.held is None else self.held.num_rows,
                 "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
+                "versions": [[db, t, v, text] for (db, t, v), text in self.versions.items()],
             }
         )
 
@@ -130,6 +139,7 @@ class ConsumerState:
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
             positions={(p, db, t): int(v) for p, db, t, v in obj.get("positions", [])},
             position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
+            versions={(db, t, int(v)): str(text) for db, t, v, text in obj.get("versions", [])},
         )
 
 
@@ -239,6 +249,7 @@ class Planner:
         *,
         rows_define_schema: bool = False,
         place_by_position: bool = False,
+        finisher: Any = None,
     ) -> None:
         if mode not in ("consistent", "eventual"):
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
@@ -247,10 +258,14 @@ class Planner:
         self.rows_define_schema = rows_define_schema
         # protocols without watermarks (Avro): rows ordered by their partition position
         self.place_by_position = place_by_position
+        # protocols whose rows wait for schemas other messages bring (Simple): the codec's
+        # finisher of wire rows (codec.simple.pipeline.RowFinisher)
+        self.finisher = finisher
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._schema_texts: list[str] = []
         self._images: Any = None
+        self._carried: dict[tuple[str, str, str], TableSchema] = {}
 
     def plan(self, changelog: Any) -> Plan:
         """Plan one micro-batch of changelog rows (a pyarrow Table).
@@ -276,6 +291,8 @@ class Planner:
         errors = batch.filter(is_error) if pc.any(is_error).as_py() else None
         if errors is not None:
             batch = batch.filter(pc.invert(is_error))
+        if self.finisher is not None:
+            self._learn_versions(batch)
         plan.rows_in = int(pc.sum(pc.equal(batch["kind"], ROW)).as_py() or 0)
         # No sort: a changelog keeps every partition's records in offset order, which is all
         # replay detection needs.
@@ -287,9 +304,16 @@ class Planner:
         pending = _concat(
             [pending_held, batch.filter(pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))]
         )
+        awaiting = None
+        if self.finisher is not None and pending.num_rows:
+            pending, unfit = self._finish_wire_rows(pending)
+            errors = _concat([errors, unfit])
+            awaiting = self._awaiting_schema(pending)
         bound = self._release_bound()
         plan.watermark = self.state.global_watermark(self.state.partitions)
         ready_mask = pc.less_equal(pending["commit_ts"], bound)
+        if awaiting is not None:
+            ready_mask = pc.and_(ready_mask, pc.invert(awaiting))
         ready = pending.filter(ready_mask)
         held = self._hold(pending.filter(pc.invert(ready_mask)))
         self.state.held = held if held.num_rows else None
@@ -519,10 +543,129 @@ class Planner:
             self.state.ddl_seen = {k for k in self.state.ddl_seen if k[2] >= floor}
 
     def _learn_bootstraps(self, rows: Any) -> None:
+        """A table the catalog does not know yet takes its BOOTSTRAP's schema.  (Only that:
+        a bootstrap carries no commit ts, so it is released at once, possibly ahead of rows
+        of an older version still held; a known table follows its DDLs and rows.)"""
         for row in rows.select(["database", "table", "schema"]).to_pylist():
             if row["schema"]:
                 key = (row["database"], row["table"])
-                self.state.tables[key] = schema_from_json(row["schema"], *key)
+                if key not in self.state.tables:
+                    self.state.tables[key] = self._schema_of(row["schema"], key)
+
+    def _schema_of(self, text: str, key: TableKey) -> TableSchema:
+        """The table schema of a ``schema`` JSON text: the whole schema (nullability,
+        defaults, indexes) when the state holds its version (Simple's ``tableSchema``),
+        else what the text says (names, types, key)."""
+        cached = self._carried.get((text, *key))
+        if cached is not None:
+            return cached
+        schema = schema_from_json(text, *key)
+        if self.finisher is not None and schema.version:
+            whole = self.state.versions.get((key[0], key[1], schema.version))
+            if whole is not None:
+                full = self.finisher.schema(whole)
+                if full.column_names == schema.column_names:
+                    schema = _renamed(full, key)
+        self._carried[(text, *key)] = schema
+        return schema
+
+    # -- rows waiting for their schema (Simple) ----------------------------------------------
+
+    def _learn_versions(self, batch: Any) -> None:
+        """Learn the schemas the batch's BOOTSTRAP and DDL messages bring (their rows keep the
+        message) into the state's ``versions``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        brings = pc.and_(
+            pc.is_in(batch["kind"], pa.array([BOOTSTRAP, DDL])), pc.is_valid(batch["value"])
+        )
+        messages = batch.filter(brings)["value"].to_pylist()
+        self.finisher.learn(messages, self.state.versions)
+
+    def _finish_wire_rows(self, pending: Any) -> tuple[Any, Any]:
+        """Finish the wire rows whose schema the state knows: they become ordinary changelog
+        rows (images, schema text); those that do not decode against it become dead letters.
+        The finisher counts the rows still waiting against ``max-held-rows`` /
+        ``max-held-bytes`` and stops past them, naming the table and the version awaited."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wire = _wire_rows(pending)
+        if not pc.any(wire).as_py():
+            return pending, None
+        waiting = pending.filter(wire)
+        records = list(
+            zip(
+                waiting["value"].to_pylist(),
+                waiting["topic"].to_pylist(),
+                waiting["partition"].to_pylist(),
+                waiting["offset"].to_pylist(),
+                strict=True,
+            )
+        )
+        finished, done = self.finisher.finish(records, self.state.versions)
+        if not any(done):
+            return pending, None
+        finished = pa.Table.from_batches([finished])
+        kinds = finished["kind"]
+        unfit = finished.filter(pc.equal(kinds, ERROR))
+        rows = self._numbered(finished.filter(pc.equal(kinds, ROW)))
+        replaced = np.zeros(pending.num_rows, dtype=bool)
+        replaced[np.flatnonzero(wire.to_numpy(zero_copy_only=False))[np.array(done)]] = True
+        kept = pending.filter(pa.array(~replaced))
+        return _concat([kept, rows.select(kept.column_names)]), unfit if unfit.num_rows else None
+
+    def _numbered(self, rows: Any) -> Any:
+        """Finished rows (whole changelog rows, in order) as planning rows: images added to
+        the batch's, schema texts numbered (a null text: the table's previous row's)."""
+        import pyarrow as pa
+
+        first = self._images.num_rows
+        self._images = _concat([self._images, rows.select(["before", "after"])])
+        index = {text: number for number, text in enumerate(self._schema_texts)}
+        last: dict[TableKey, int] = {}
+        ids = []
+        for key, text in _by_table(rows, "schema"):
+            if text:
+                if text not in index:
+                    index[text] = len(self._schema_texts)
+                    self._schema_texts.append(text)
+                last[key] = index[text]
+            ids.append(last.get(key, -1))
+        narrow = rows.drop_columns(["before", "after"])
+        narrow = narrow.append_column("_row", pa.array(range(first, first + rows.num_rows), pa.int64()))
+        return narrow.append_column("_schema_id", pa.array(ids, pa.int32()))
+
+    def _awaiting_schema(self, pending: Any) -> Any:
+        """Which pending rows wait, directly or not, for a schema still to come (None: none):
+        the wire rows, every later change of their tables (a key's changes apply in order),
+        and everything from a DDL that concerns every table on (a barrier for all)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wire = _wire_rows(pending)
+        if not pc.any(wire).as_py():
+            return None
+        first: dict[TableKey, int] = {}
+        for key, ts in _by_table(pending.filter(wire), "commit_ts"):
+            first[key] = min(ts, first.get(key, ts))
+        earliest = min(first.values())
+        ddls = pending.filter(pc.equal(pending["kind"], DDL))
+        cut = min(
+            (
+                ddl["commit_ts"]
+                for ddl in ddls.select(["table", "commit_ts", "sql", "ddl_type"]).to_pylist()
+                if ddl["commit_ts"] >= earliest and not _one_table(ddl)
+            ),
+            default=None,
+        )
+        mask = np.zeros(pending.num_rows, dtype=bool)
+        for i, (key, ts) in enumerate(_by_table(pending, "commit_ts")):
+            mask[i] = ts >= first.get(key, 2**63) or (cut is not None and ts >= cut)
+        return pa.array(mask)
 
     # -- rows -----------------------------------------------------------------------------
 
@@ -570,7 +713,7 @@ class Planner:
         start = 0
         known = self.state.tables.get(key)
         for i in np.flatnonzero(~deletes & (ids >= 0)):
-            carried = schema_from_json(self._schema_texts[ids[i]], *key)
+            carried = self._schema_of(self._schema_texts[ids[i]], key)
             if known is None:
                 known = self.state.tables[key] = carried
             elif schema_json(carried) != schema_json(known):
@@ -597,7 +740,7 @@ class Planner:
         number = pc.max(rows["_schema_id"]).as_py()
         carried = None
         if number is not None and number >= 0:
-            carried = schema_from_json(self._schema_texts[number], *key)
+            carried = self._schema_of(self._schema_texts[number], key)
         known = self.state.tables.get(key)
         if known is None:
             if carried is None:
@@ -621,8 +764,10 @@ class Planner:
         key = (database, table)
         before = self.state.tables.get(key)
         step = DDLStep(database, table, ts, sql, action, before, before)
+        text = row.get("schema")
+        carried = self._schema_of(text, key) if text else None
         try:
-            _apply_to_catalog(self.state, step, row.get("schema"), ddl_sql)
+            _apply_to_catalog(self.state, step, carried, ddl_sql)
         except TiCDCSparkError as exc:  # keep going: rows will carry the schema
             log.warning("cannot interpret DDL %r (%s); continuing with row schemas", sql, exc)
         return step
@@ -663,9 +808,8 @@ def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
     everyone: list[int] = []
     own: dict[TableKey, list[int]] = {}
     for index, ddl in enumerate(barriers):
-        table = ddl["table"] or ""
-        if table and _action(ddl["ddl_type"], ddl["sql"] or "") in _ONE_TABLE_DDLS:
-            own.setdefault((ddl["database"] or "", table), []).append(index)
+        if _one_table(ddl):
+            own.setdefault((ddl["database"] or "", ddl["table"]), []).append(index)
         else:
             everyone.append(index)
     concerning: dict[TableKey, tuple[list[int], list[int]]] = {}
@@ -678,6 +822,18 @@ def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
         at = bisect.bisect_right(cuts[0], ts)
         points.append(cuts[1][at] if at < len(cuts[1]) else len(barriers))
     return points
+
+
+def _one_table(ddl: dict[str, Any]) -> bool:
+    """Whether a DDL row changes its own table only (a barrier for that table's rows)."""
+    return bool(ddl["table"]) and _action(ddl["ddl_type"], ddl["sql"] or "") in _ONE_TABLE_DDLS
+
+
+def _wire_rows(rows: Any) -> Any:
+    """Which changelog rows are wire rows (a ROW still in its message: see changelog.py)."""
+    import pyarrow.compute as pc
+
+    return pc.and_(pc.equal(rows["kind"], ROW), pc.is_valid(rows["value"]))
 
 
 def _by_table(rows: Any, column: str) -> Iterator[tuple[TableKey, Any]]:
@@ -848,13 +1004,13 @@ def _action(name: str | None, sql: str) -> DDLType:
 
 
 def _apply_to_catalog(
-    state: ConsumerState, step: DDLStep, schema_text: str | None, ddl_sql: Any
+    state: ConsumerState, step: DDLStep, carried: TableSchema | None, ddl_sql: Any
 ) -> None:
     """Update the catalog and floors for a DDL, and fill in the step's schemas."""
     key = (step.database, step.table)
     action = step.ddl_type
-    if schema_text:  # the protocol carried the schema after the DDL (Simple)
-        state.tables[key] = schema_from_json(schema_text, *key)
+    if carried is not None:  # the protocol carried the schema after the DDL (Simple)
+        state.tables[key] = carried
     elif action is DDLType.CREATE_TABLE:
         created = ddl_sql.parse_create_table(step.sql, step.database)
         if created is not None:
