@@ -6,7 +6,8 @@ schema.  ``shop.orders`` (version 100: ``id`` key, ``amount`` DECIMAL(10,2) NOT 
 micro-batch, while its rows are on partition 1 in the first; then an ALTER adds
 ``qty INT NOT NULL DEFAULT 5`` (version 200; its DDL message brings both versions) and rows
 of the new version follow.  ``shop.users`` (version 50) waits until its BOOTSTRAP in the
-third micro-batch.  Watermarks go to both partitions.
+third micro-batch, and its last row, on partition 1 in the fourth, needs the schema that
+partition 0 brought in the third.  Watermarks go to both partitions.
 """
 
 from __future__ import annotations
@@ -122,7 +123,12 @@ def batches(encoding: str = "json") -> list[list[Message]]:
         *on(0, Bootstrap(USERS)),
         *everywhere(Watermark(ts(10))),
     ]
-    return [first, second, third]
+    # a row whose schema came in an earlier micro-batch, on another partition
+    fourth = [
+        *on(1, RowChange(RowKind.INSERT, USERS, ts(11), None, {"id": 2, "name": "cy"})),
+        *everywhere(Watermark(ts(12))),
+    ]
+    return [first, second, third, fourth]
 
 
 # The tables at the end (live rows).
@@ -131,4 +137,4 @@ ORDERS = [
     {"id": 3, "amount": Decimal("3.25"), "note": "x", "qty": 5},
     {"id": 4, "amount": Decimal("4.00"), "note": "x", "qty": 9},
 ]
-USERS_ROWS = [{"id": 1, "name": "bo"}]
+USERS_ROWS = [{"id": 1, "name": "bo"}, {"id": 2, "name": "cy"}]
