@@ -89,8 +89,10 @@ class ConsumerState:
     positions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     position_offsets: dict[str, int] = field(default_factory=dict)
     # protocols whose rows name a schema version (Simple): the schemas BOOTSTRAP and DDL
-    # messages brought, each as its protocol's finisher writes it, newest learned last
+    # messages brought, each as its protocol's finisher writes it; and for a version a DDL
+    # brought as the table's new schema, that DDL's commit ts (see _forget_versions)
     versions: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    versions_since: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -117,6 +119,7 @@ class ConsumerState:
                 "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
                 "versions": [[db, t, v, text] for (db, t, v), text in self.versions.items()],
+                "versions_since": [[db, t, v, ts] for (db, t, v), ts in self.versions_since.items()],
             }
         )
 
@@ -140,6 +143,9 @@ class ConsumerState:
             positions={(p, db, t): int(v) for p, db, t, v in obj.get("positions", [])},
             position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
             versions={(db, t, int(v)): str(text) for db, t, v, text in obj.get("versions", [])},
+            versions_since={
+                (db, t, int(v)): int(ts) for db, t, v, ts in obj.get("versions_since", [])
+            },
         )
 
 
@@ -309,6 +315,7 @@ class Planner:
             pending, unfit = self._finish_wire_rows(pending)
             errors = _concat([errors, unfit])
             awaiting = self._awaiting_schema(pending)
+            self._forget_versions()  # (after this batch's rows had every version)
         bound = self._release_bound()
         plan.watermark = self.state.global_watermark(self.state.partitions)
         ready_mask = pc.less_equal(pending["commit_ts"], bound)
@@ -580,8 +587,30 @@ class Planner:
         brings = pc.and_(
             pc.is_in(batch["kind"], pa.array([BOOTSTRAP, DDL])), pc.is_valid(batch["value"])
         )
-        messages = batch.filter(brings)["value"].to_pylist()
-        self.finisher.learn(messages, self.state.versions)
+        bringing = batch.filter(brings)
+        self.finisher.learn(bringing["value"].to_pylist(), self.state.versions)
+        since = self.state.versions_since
+        for row in bringing.select(["kind", "database", "table", "commit_ts", "schema"]).to_pylist():
+            if row["kind"] == DDL and row["schema"]:
+                version = int(orjson.loads(row["schema"]).get("version") or 0)
+                key = (row["database"] or "", row["table"] or "", version)
+                since[key] = min(row["commit_ts"], since.get(key, row["commit_ts"]))
+
+    def _forget_versions(self) -> None:
+        """Forget the schema versions no row can need any more: those older than a version
+        a DDL brought at or below the global watermark.  (Versions grow with a table's DDLs;
+        a row of an older version was committed before that DDL, so below every partition's
+        watermark: a replay, dropped as such.)"""
+        mark = self.state.global_watermark(self.state.partitions)
+        newest: dict[TableKey, int] = {}
+        for (database, table, version), since in self.state.versions_since.items():
+            if since <= mark:
+                newest[(database, table)] = max(version, newest.get((database, table), version))
+        if not newest:
+            return
+        for key in [k for k in self.state.versions if k[2] < newest.get(k[:2], -1)]:
+            del self.state.versions[key]
+            self.state.versions_since.pop(key, None)
 
     def _finish_wire_rows(self, pending: Any) -> tuple[Any, Any]:
         """Finish the wire rows whose schema the state knows: they become ordinary changelog

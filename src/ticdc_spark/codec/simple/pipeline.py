@@ -30,12 +30,7 @@ from ticdc_spark.codec.simple.wire import schema_from_wire, schema_to_avro, sche
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Event, TableSchema
 
-__all__ = ["VERSIONS_PER_TABLE", "RowFinisher", "StageDecoder"]
-
-# Schema versions the consumer state keeps per table, the newest learned: rows name the
-# version current when they were written, and a table's older versions come back with their
-# DDL's preTableSchema if rows of them are still on their way.
-VERSIONS_PER_TABLE = 8
+__all__ = ["RowFinisher", "StageDecoder"]
 
 
 class StageDecoder(SimpleDecoder):
@@ -80,8 +75,8 @@ class RowFinisher:
 
     def learn(self, messages: list[bytes], versions: dict[SchemaKey, str]) -> None:
         """Add the schemas BOOTSTRAP and DDL ``messages`` bring (a DDL: its ``tableSchema``
-        and ``preTableSchema``) to ``versions``, keeping :data:`VERSIONS_PER_TABLE` per
-        table."""
+        and ``preTableSchema``) to ``versions`` (the consumer forgets a version once no row
+        can need it any more: ``Planner._forget_versions``)."""
         if not messages:
             return
         decoder = SimpleDecoder(self.options)
@@ -89,9 +84,8 @@ class RowFinisher:
             decoder.decode(Message(None, value))
         for schema in decoder.schemas():
             key = (schema.database, schema.table, schema.version)
-            versions.pop(key, None)  # (the newest learned last)
-            versions[key] = orjson.dumps(self._to_wire(schema)).decode()
-        _keep_newest(versions, VERSIONS_PER_TABLE)
+            if key not in versions:
+                versions[key] = orjson.dumps(self._to_wire(schema)).decode()
 
     def finish(
         self, records: list[tuple[bytes, str, int, int]], versions: dict[SchemaKey, str]
@@ -118,11 +112,3 @@ class RowFinisher:
             done.append(len(builder) > before)
         return builder.to_batch(), done
 
-
-def _keep_newest(versions: dict[SchemaKey, str], per_table: int) -> None:
-    seen: dict[tuple[str, str], int] = {}
-    for key in reversed(list(versions)):
-        table = key[:2]
-        seen[table] = seen.get(table, 0) + 1
-        if seen[table] > per_table:
-            del versions[key]
