@@ -1035,13 +1035,14 @@ def _action(name: str | None, sql: str) -> DDLType:
 def _apply_to_catalog(
     state: ConsumerState, step: DDLStep, carried: TableSchema | None, ddl_sql: Any
 ) -> None:
-    """Update the catalog and floors for a DDL, and fill in the step's schemas."""
+    """Update the catalog and floors for a DDL, and fill in the step's schemas.
+
+    ``carried``: the table's schema after the DDL when the protocol carries it (Simple's
+    ``tableSchema``), which the catalog then takes over what the statement says."""
     key = (step.database, step.table)
     action = step.ddl_type
-    if carried is not None:  # the protocol carried the schema after the DDL (Simple)
-        state.tables[key] = carried
-    elif action is DDLType.CREATE_TABLE:
-        created = ddl_sql.parse_create_table(step.sql, step.database)
+    if action is DDLType.CREATE_TABLE:
+        created = carried or ddl_sql.parse_create_table(step.sql, step.database)
         if created is not None:
             state.tables[key] = _renamed(created, key)
     elif action in (DDLType.DROP_TABLE, DDLType.DROP_VIEW):
@@ -1058,12 +1059,26 @@ def _apply_to_catalog(
     elif action in (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES):
         _rename(state, step, ddl_sql)
     elif step.before is not None and action in _ALTERS:
+        _alter(state, step, key, carried, ddl_sql)
+    if carried is not None and not step.dropped:
+        state.tables[key] = carried
+    step.after = state.tables.get(key)
+
+
+def _alter(
+    state: ConsumerState, step: DDLStep, key: TableKey, carried: TableSchema | None, ddl_sql: Any
+) -> None:
+    """ALTER TABLE, CREATE/DROP INDEX: the catalog's schema after it, and the columns it
+    renames (read from the statement even when the protocol carries the schema after)."""
+    try:
         if step.sql.lstrip()[:5].upper() == "ALTER":
             state.tables[key], step.renamed_columns = ddl_sql.alter_table(step.before, step.sql)
         else:  # CREATE INDEX / DROP INDEX ... ON t
             state.tables[key] = ddl_sql.apply_index_ddl(step.before, step.sql)
-        state.schema_ts[key] = max(state.schema_ts.get(key, -1), step.commit_ts)
-    step.after = state.tables.get(key)
+    except TiCDCSparkError:
+        if carried is None:
+            raise
+    state.schema_ts[key] = max(state.schema_ts.get(key, -1), step.commit_ts)
 
 
 _ALTERS = frozenset(
