@@ -207,3 +207,63 @@ def test_a_tables_later_changes_wait_behind_a_row_still_waiting(tmp_path: Path) 
     later = [placed(0, 4, Bootstrap(simple_stream.USERS))]
     run_batches([later], "simple", _options("json"), sink, tmp_path / "ck", "eventual", start=1)
     assert _live(sink, "users") == [{"id": 1, "name": "b"}, {"id": 2, "name": "a"}]
+
+
+def test_ddl_that_carry_their_schema_rename_truncate_and_keep_renamed_values(
+    tmp_path: Path,
+) -> None:
+    """RENAME COLUMN keeps the values, RENAME TABLE moves the table, TRUNCATE empties it:
+    the carried tableSchema sets the schema, the statement says what happened."""
+    from dataclasses import replace
+
+    from ticdc_spark.model import Column, DDLType, RowChange, RowKind, Watermark
+
+    ts, order = simple_stream.ts, simple_stream._order
+    v1 = simple_stream.ORDERS_V1
+    renamed_column = replace(
+        v1, columns=(*v1.columns[:2], Column("memo", v1.columns[2].type)), version=300
+    ).with_derived_flags()
+    moved = replace(renamed_column, table="archive").with_derived_flags()
+    truncated = replace(moved, table_id=9, version=400).with_derived_flags()
+
+    def ddl(kind: DDLType, sql: str, at: int, after: object, before: object) -> DDLEvent:
+        return DDLEvent(kind, sql, ts(at), "shop", after.table, after, before)  # type: ignore[attr-defined]
+
+    events = [
+        ddl(DDLType.CREATE_TABLE, "CREATE TABLE `shop`.`orders` (`id` INT PRIMARY KEY)", 1, v1, None),
+        RowChange(RowKind.INSERT, v1, ts(2), None, order(1, "1.00", "kept")),
+        ddl(
+            DDLType.MODIFY_COLUMN,
+            "ALTER TABLE `shop`.`orders` RENAME COLUMN `note` TO `memo`",
+            3,
+            renamed_column,
+            v1,
+        ),
+        ddl(DDLType.RENAME_TABLE, "RENAME TABLE `shop`.`orders` TO `shop`.`archive`", 4, moved, renamed_column),
+        RowChange(RowKind.INSERT, moved, ts(5), None, {"id": 2, "amount": Decimal("2.00"), "memo": "m"}),
+        Watermark(ts(6)),
+    ]
+    messages = make_encoder("simple", _options("avro")).encode(events)
+    for offset, message in enumerate(messages):
+        message.topic, message.partition, message.offset = "cdc_shop", 0, offset
+    sink = DeltaSink(tmp_path / "lake")
+    run_batches([messages], "simple", _options("avro"), sink, tmp_path / "ck")
+    assert sink.tables() == [("shop", "archive")]
+    assert _live(sink, "archive") == [
+        {"id": 1, "amount": Decimal("1.00"), "memo": "kept"},
+        {"id": 2, "amount": Decimal("2.00"), "memo": "m"},
+    ]
+    more = make_encoder("simple", _options("avro")).encode(
+        [
+            ddl(DDLType.TRUNCATE_TABLE, "TRUNCATE TABLE `shop`.`archive`", 7, truncated, moved),
+            RowChange(RowKind.INSERT, truncated, ts(8), None, {"id": 3, "amount": Decimal("3.00"), "memo": None}),
+            Watermark(ts(9)),
+        ]
+    )
+    for offset, message in enumerate(more, len(messages)):
+        message.topic, message.partition, message.offset = "cdc_shop", 0, offset
+    run_batches([more], "simple", _options("avro"), sink, tmp_path / "ck", start=1)
+    assert _live(sink, "archive") == [{"id": 3, "amount": Decimal("3.00"), "memo": None}]
+    state = StateStore(tmp_path / "ck").load(2)
+    assert state.tables[("shop", "archive")] == truncated
+    assert ("shop", "orders") not in state.tables
