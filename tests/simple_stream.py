@@ -118,7 +118,9 @@ def batches(encoding: str = "json") -> list[list[Message]]:
             1,
             RowChange(RowKind.INSERT, ORDERS_V2, ts(7), None, {**_order(4, "4.00"), "qty": 9}),
             RowChange(RowKind.DELETE, ORDERS_V2, ts(8), {**_order(2, "2.00", None), "qty": 5}),
-            RowChange(RowKind.UPDATE, USERS, ts(8), {"id": 1, "name": "ann"}, {"id": 1, "name": "bo"}),
+            RowChange(
+                RowKind.UPDATE, USERS, ts(8), {"id": 1, "name": "ann"}, {"id": 1, "name": "bo"}
+            ),
         ),
         *on(0, Bootstrap(USERS)),
         *everywhere(Watermark(ts(10))),

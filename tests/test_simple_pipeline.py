@@ -42,13 +42,16 @@ def test_rows_before_their_schema_wait_in_the_state_and_apply_once_it_comes(
     batches = simple_stream.batches(encoding)
     applier = run_batches(batches[:1], "simple", _options(encoding), sink, tmp_path / "ck")
     first = applier.reports[0]
-    assert (first.rows_in, first.rows_applied, first.held) == (5, 0, 5)
+    assert (first.rows_in, first.rows_applied, first.held, first.awaiting_schema) == (5, 0, 5, 5)
+    assert "5 held (5 for their schema)" in first.line()
     assert not sink.tables()
     # the held rows are wire rows in the checkpointed state, with the messages themselves
     held = StateStore(tmp_path / "ck").load(1).held
     assert held.num_rows == 5 and held["value"].null_count == 0
 
-    applier = run_batches(batches[1:2], "simple", _options(encoding), sink, tmp_path / "ck", start=1)
+    applier = run_batches(
+        batches[1:2], "simple", _options(encoding), sink, tmp_path / "ck", start=1
+    )
     second = applier.reports[0]
     assert (second.rows_applied, second.held) == (3, 1)  # orders' rows; users' still waits
     assert _live(sink, "orders") == [
@@ -192,13 +195,25 @@ def test_a_tables_later_changes_wait_behind_a_row_still_waiting(tmp_path: Path) 
         message.topic, message.partition, message.offset = "cdc_shop", partition, offset
         return message
 
-    waiting = placed(1, 0, RowChange(RowKind.INSERT, simple_stream.USERS, ts(2), None, {"id": 2, "name": "a"}))
+    waiting = placed(
+        1, 0, RowChange(RowKind.INSERT, simple_stream.USERS, ts(2), None, {"id": 2, "name": "a"})
+    )
     first = [
         waiting,
         placed(0, 0, Bootstrap(users_v60)),
         placed(0, 1, RowChange(RowKind.INSERT, users_v60, ts(3), None, {"id": 1, "name": "b"})),
         placed(0, 2, Bootstrap(simple_stream.ORDERS_V1)),
-        placed(0, 3, RowChange(RowKind.INSERT, simple_stream.ORDERS_V1, ts(3), None, simple_stream._order(9, "1.00"))),
+        placed(
+            0,
+            3,
+            RowChange(
+                RowKind.INSERT,
+                simple_stream.ORDERS_V1,
+                ts(3),
+                None,
+                simple_stream._order(9, "1.00"),
+            ),
+        ),
     ]
     sink = DeltaSink(tmp_path / "lake")
     applier = run_batches([first], "simple", _options("json"), sink, tmp_path / "ck", "eventual")
@@ -230,7 +245,9 @@ def test_ddl_that_carry_their_schema_rename_truncate_and_keep_renamed_values(
         return DDLEvent(kind, sql, ts(at), "shop", after.table, after, before)  # type: ignore[attr-defined]
 
     events = [
-        ddl(DDLType.CREATE_TABLE, "CREATE TABLE `shop`.`orders` (`id` INT PRIMARY KEY)", 1, v1, None),
+        ddl(
+            DDLType.CREATE_TABLE, "CREATE TABLE `shop`.`orders` (`id` INT PRIMARY KEY)", 1, v1, None
+        ),
         RowChange(RowKind.INSERT, v1, ts(2), None, order(1, "1.00", "kept")),
         ddl(
             DDLType.MODIFY_COLUMN,
@@ -239,8 +256,16 @@ def test_ddl_that_carry_their_schema_rename_truncate_and_keep_renamed_values(
             renamed_column,
             v1,
         ),
-        ddl(DDLType.RENAME_TABLE, "RENAME TABLE `shop`.`orders` TO `shop`.`archive`", 4, moved, renamed_column),
-        RowChange(RowKind.INSERT, moved, ts(5), None, {"id": 2, "amount": Decimal("2.00"), "memo": "m"}),
+        ddl(
+            DDLType.RENAME_TABLE,
+            "RENAME TABLE `shop`.`orders` TO `shop`.`archive`",
+            4,
+            moved,
+            renamed_column,
+        ),
+        RowChange(
+            RowKind.INSERT, moved, ts(5), None, {"id": 2, "amount": Decimal("2.00"), "memo": "m"}
+        ),
         Watermark(ts(6)),
     ]
     messages = make_encoder("simple", _options("avro")).encode(events)
@@ -256,7 +281,13 @@ def test_ddl_that_carry_their_schema_rename_truncate_and_keep_renamed_values(
     more = make_encoder("simple", _options("avro")).encode(
         [
             ddl(DDLType.TRUNCATE_TABLE, "TRUNCATE TABLE `shop`.`archive`", 7, truncated, moved),
-            RowChange(RowKind.INSERT, truncated, ts(8), None, {"id": 3, "amount": Decimal("3.00"), "memo": None}),
+            RowChange(
+                RowKind.INSERT,
+                truncated,
+                ts(8),
+                None,
+                {"id": 3, "amount": Decimal("3.00"), "memo": None},
+            ),
             Watermark(ts(9)),
         ]
     )

@@ -18,7 +18,15 @@ from ticdc_spark.spark.pipeline import make_sink
 # In stream order: the first kill comes right after batch 0's state, which holds every row of
 # batch 0, was saved; batch 1's state (users' row still held) is then lost and rebuilt from
 # the logged micro-batches.
-POINTS = ["state-saved:0", "decoded:1", "step:1:1", "state-saved:1", "step:2:2", "committed:2", "decoded:3"]
+POINTS = [
+    "state-saved:0",
+    "decoded:1",
+    "step:1:1",
+    "state-saved:1",
+    "step:2:2",
+    "committed:2",
+    "decoded:3",
+]
 
 
 def _held_wire_rows(checkpoint: Path, batch: int) -> int:

@@ -49,9 +49,7 @@ def test_a_capture_met_mid_stream(spark, tmp_path: Path) -> None:
 @pytest.mark.kafka
 def test_avro_workload_through_kafka(spark, kafka_broker: str, tmp_path: Path) -> None:
     options = {"encoding-format": "avro", "send-bootstrap-in-msg-count": "50"}
-    workload = Workload(
-        seed=31, rows=400, tables=2, ddl_every=10, start_ms=int(time.time() * 1000)
-    )
+    workload = Workload(seed=31, rows=400, tables=2, ddl_every=10, start_ms=int(time.time() * 1000))
     expression = f"s{uuid.uuid4().hex[:6]}_{{schema}}"
     router = TopicRouter(expression)
     topics = sorted({router.topic(s.database, s.table) for s in workload.table_schemas()})

@@ -279,6 +279,7 @@ class BatchReport:
     rows_in: int = 0
     rows_applied: int = 0
     held: int = 0
+    awaiting_schema: int = 0  # of the held rows, those waiting for their schema (Simple)
     replays: int = 0
     ddl: int = 0
     dead_letters: int = 0
@@ -295,10 +296,11 @@ class BatchReport:
             behind = max(0.0, time.time() - physical_ms(self.watermark) / 1000)
             lag = f", watermark lag {behind:.1f}s"
         rate = self.rows_applied / self.seconds if self.seconds else 0.0
+        waiting = f" ({self.awaiting_schema} for their schema)" if self.awaiting_schema else ""
         return (
             f"batch {self.batch}: {self.rows_in} rows in, {self.rows_applied} applied "
-            f"({rate:,.0f} rows/s), {self.held} held, {self.ddl} DDL, {self.replays} replays "
-            f"dropped, {self.dead_letters} dead letters{lag}"
+            f"({rate:,.0f} rows/s), {self.held} held{waiting}, {self.ddl} DDL, "
+            f"{self.replays} replays dropped, {self.dead_letters} dead letters{lag}"
         )
 
 
@@ -366,6 +368,7 @@ class Applier:
             batch,
             rows_in=plan.rows_in,
             held=plan.held,
+            awaiting_schema=plan.awaiting_schema,
             replays=plan.replays,
             watermark=plan.watermark,
         )

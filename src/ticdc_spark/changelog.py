@@ -296,10 +296,9 @@ class ChangelogBuilder:
     ) -> None:
         """Append a row still in its message (a *wire row*: images null, ``value`` the
         message), for the consumer to finish once it knows the row's schema."""
-        self.rows.append(
-            (ROW, op, database, table, commit_ts, None, key_only, None, None, *position)
-            + (None, None, message)
-        )
+        schema = sql = ddl_type = error = key = None
+        row = (ROW, op, database, table, commit_ts, schema, key_only, sql, ddl_type)
+        self.rows.append((*row, *position, error, key, message))
         self.before.add(None)
         self.after.add(None)
 

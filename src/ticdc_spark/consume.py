@@ -119,7 +119,9 @@ class ConsumerState:
                 "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
                 "versions": [[db, t, v, text] for (db, t, v), text in self.versions.items()],
-                "versions_since": [[db, t, v, ts] for (db, t, v), ts in self.versions_since.items()],
+                "versions_since": [
+                    [db, t, v, ts] for (db, t, v), ts in self.versions_since.items()
+                ],
             }
         )
 
@@ -241,6 +243,7 @@ class Plan:
     rows_released: int = 0
     replays: int = 0
     held: int = 0
+    awaiting_schema: int = 0  # of the held rows, those still waiting for their schema
     watermark: int = 0
 
 
@@ -325,6 +328,8 @@ class Planner:
         held = self._hold(pending.filter(pc.invert(ready_mask)))
         self.state.held = held if held.num_rows else None
         plan.held = int(pc.sum(pc.equal(held["kind"], ROW)).as_py() or 0) if held.num_rows else 0
+        if awaiting is not None and held.num_rows:
+            plan.awaiting_schema = int(pc.sum(_wire_rows(held)).as_py() or 0)
         unusable = self._segments(ready, plan)
         plan.dead_letters = _concat([dead_letters(errors), unusable])
         if ready.num_rows:
@@ -590,7 +595,9 @@ class Planner:
         bringing = batch.filter(brings)
         self.finisher.learn(bringing["value"].to_pylist(), self.state.versions)
         since = self.state.versions_since
-        for row in bringing.select(["kind", "database", "table", "commit_ts", "schema"]).to_pylist():
+        for row in bringing.select(
+            ["kind", "database", "table", "commit_ts", "schema"]
+        ).to_pylist():
             if row["kind"] == DDL and row["schema"]:
                 version = int(orjson.loads(row["schema"]).get("version") or 0)
                 key = (row["database"] or "", row["table"] or "", version)
@@ -664,7 +671,9 @@ class Planner:
                 last[key] = index[text]
             ids.append(last.get(key, -1))
         narrow = rows.drop_columns(["before", "after"])
-        narrow = narrow.append_column("_row", pa.array(range(first, first + rows.num_rows), pa.int64()))
+        narrow = narrow.append_column(
+            "_row", pa.array(range(first, first + rows.num_rows), pa.int64())
+        )
         return narrow.append_column("_schema_id", pa.array(ids, pa.int32()))
 
     def _awaiting_schema(self, pending: Any) -> Any:

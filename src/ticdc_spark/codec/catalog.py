@@ -116,7 +116,7 @@ def make_decoder(
     build = (spec.stage_decoder if stage else None) or spec.decoder
     if table_filter is None or table_filter.everything:
         return build(spec.parse_options(options))
-    return build(spec.parse_options(options), table_filter=table_filter)
+    return build(spec.parse_options(options), table_filter=table_filter)  # type: ignore[call-arg]
 
 
 def make_finisher(name: str, options: Mapping[str, Any] | None = None) -> Any:

@@ -43,7 +43,9 @@ class StageDecoder(SimpleDecoder):
             return
         position = (message.topic, message.partition or 0, message.offset or 0, 0)
         key_only = obj.get("handleKeyOnly") is True
-        sink.add_wire_row(obj["type"], key[0], key[1], obj["commitTs"], position, message.value, key_only)
+        sink.add_wire_row(
+            obj["type"], key[0], key[1], obj["commitTs"], position, message.value, key_only
+        )
 
     def _add_schema_event(
         self, event: Event, message: Message, sink: RowSink, where: Position
@@ -111,4 +113,3 @@ class RowFinisher:
                 builder.add_error(str(exc), topic, partition, offset, None, value)
             done.append(len(builder) > before)
         return builder.to_batch(), done
-
