@@ -750,7 +750,12 @@ class Planner:
         stamps = rows["commit_ts"].to_pylist()
         start = 0
         known = self.state.tables.get(key)
-        for i in np.flatnonzero(~deletes & (ids >= 0)):
+        carrying = np.flatnonzero(~deletes & (ids >= 0))
+        # (only where the schema carried changes: a row carrying its predecessor's leaves the
+        # table as that one did)
+        if len(carrying):
+            carrying = carrying[np.concatenate(([True], np.diff(ids[carrying]) != 0))]
+        for i in carrying:
             carried = self._schema_of(self._schema_texts[ids[i]], key)
             if known is None:
                 known = self.state.tables[key] = carried
