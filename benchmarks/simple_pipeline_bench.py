@@ -80,24 +80,27 @@ def main() -> None:
     print(f"{args.rows} row changes, best of {args.repeat}; seconds (rows/s)")
     print(f"{'encoding':9} {'step':6} {'schema in task':>22} {'wire rows':>22} {'ratio':>6}")
     for encoding in ("json", "avro"):
-        bootstraps, rows = messages(encoding, args.rows)
-        known = stage(encoding, bootstraps + rows)
-        wire = stage(encoding, rows)
-        assert wire["value"].null_count == 0 or wire.num_rows == 0
-        state = ConsumerState()
-        Planner(
-            "eventual", state, finisher=make_finisher("simple", {"encoding-format": encoding})
-        ).plan(stage(encoding, bootstraps))
-        timed = [
-            ("stage", lambda: stage(encoding, bootstraps + rows), lambda: stage(encoding, rows)),
-            ("plan", lambda: plan(encoding, known, None), lambda: plan(encoding, wire, state)),
-        ]
-        for name, in_task, finished in timed:
-            a, b = best(args.repeat, in_task), best(args.repeat, finished)
-            print(
-                f"{encoding:9} {name:6} {a:8.3f} ({len(rows) / a:9,.0f}) "
-                f"{b:8.3f} ({len(rows) / b:9,.0f}) {b / a:6.2f}"
-            )
+        measure(encoding, args.rows, args.repeat)
+
+
+def measure(encoding: str, count: int, repeat: int) -> None:
+    bootstraps, rows = messages(encoding, count)
+    known = stage(encoding, bootstraps + rows)
+    wire = stage(encoding, rows)
+    assert wire["value"].null_count == 0
+    state = ConsumerState()
+    finisher = make_finisher("simple", {"encoding-format": encoding})
+    Planner("eventual", state, finisher=finisher).plan(stage(encoding, bootstraps))
+    timed = [
+        ("stage", lambda: stage(encoding, bootstraps + rows), lambda: stage(encoding, rows)),
+        ("plan", lambda: plan(encoding, known, None), lambda: plan(encoding, wire, state)),
+    ]
+    for name, in_task, finished in timed:
+        a, b = best(repeat, in_task), best(repeat, finished)
+        print(
+            f"{encoding:9} {name:6} {a:8.3f} ({len(rows) / a:9,.0f}) "
+            f"{b:8.3f} ({len(rows) / b:9,.0f}) {b / a:6.2f}"
+        )
 
 
 if __name__ == "__main__":
