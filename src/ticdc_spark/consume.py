@@ -300,8 +300,9 @@ class Planner:
         errors = batch.filter(is_error) if pc.any(is_error).as_py() else None
         if errors is not None:
             batch = batch.filter(pc.invert(is_error))
+        news = False  # (Simple: new schema versions, or new rows waiting for theirs)
         if self.finisher is not None:
-            self._learn_versions(batch)
+            news = self._learn_versions(batch) or pc.any(_wire_rows(batch)).as_py() is True
         plan.rows_in = int(pc.sum(pc.equal(batch["kind"], ROW)).as_py() or 0)
         # No sort: a changelog keeps every partition's records in offset order, which is all
         # replay detection needs.
@@ -315,8 +316,9 @@ class Planner:
         )
         awaiting = None
         if self.finisher is not None and pending.num_rows:
-            pending, unfit = self._finish_wire_rows(pending)
-            errors = _concat([errors, unfit])
+            if news:  # (else the rows held wait for versions still unknown, within bounds)
+                pending, unfit = self._finish_wire_rows(pending)
+                errors = _concat([errors, unfit])
             awaiting = self._awaiting_schema(pending)
             self._forget_versions()  # (after this batch's rows had every version)
         bound = self._release_bound()
@@ -583,9 +585,9 @@ class Planner:
 
     # -- rows waiting for their schema (Simple) ----------------------------------------------
 
-    def _learn_versions(self, batch: Any) -> None:
+    def _learn_versions(self, batch: Any) -> bool:
         """Learn the schemas the batch's BOOTSTRAP and DDL messages bring (their rows keep the
-        message) into the state's ``versions``."""
+        message) into the state's ``versions``; whether any was new."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -593,6 +595,7 @@ class Planner:
             pc.is_in(batch["kind"], pa.array([BOOTSTRAP, DDL])), pc.is_valid(batch["value"])
         )
         bringing = batch.filter(brings)
+        known = len(self.state.versions)
         self.finisher.learn(bringing["value"].to_pylist(), self.state.versions)
         since = self.state.versions_since
         for row in bringing.select(
@@ -602,6 +605,7 @@ class Planner:
                 version = int(orjson.loads(row["schema"]).get("version") or 0)
                 key = (row["database"] or "", row["table"] or "", version)
                 since[key] = min(row["commit_ts"], since.get(key, row["commit_ts"]))
+        return len(self.state.versions) > known  # (learn only adds)
 
     def _forget_versions(self) -> None:
         """Forget the schema versions no row can need any more: those older than a version

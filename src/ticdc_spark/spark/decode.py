@@ -43,6 +43,12 @@ def decode(
     drops the messages of the tables it filters out before their rows are decoded: they give
     no rows and no dead letters.
 
+    Simple's rows name a schema version that BOOTSTRAP and DDL messages bring, possibly in
+    another task: a row whose schema its task has not met comes out as a *wire row* (images
+    null, ``value`` the message; see :mod:`ticdc_spark.changelog`), which the pipeline's
+    consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or
+    ``consume.Planner(finisher=codec.make_finisher("simple", options))``).
+
     ``compiled=False`` keeps a protocol's compiled batch path (Canal-JSON's scanner) out of
     use, to compare or to rule it out; the result is the same.  (The codecs' compiled value
     loops, ``ticdc_spark.codec.compiled``, stay in use: they are part of every decoder.)
