@@ -298,3 +298,20 @@ def test_ddl_that_carry_their_schema_rename_truncate_and_keep_renamed_values(
     state = StateStore(tmp_path / "ck").load(2)
     assert state.tables[("shop", "archive")] == truncated
     assert ("shop", "orders") not in state.tables
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_the_state_keeps_each_schema_exactly_as_the_decode_stage_reads_it(encoding: str) -> None:
+    """A row finished on the driver must equal one the stage decoded: the versions in the
+    state read back to the very schema a decoder reads from the message (every type)."""
+    from ticdc_spark.codec import make_finisher
+
+    options = {"encoding-format": encoding}
+    schemas = Workload(seed=2, rows=10, tables=4).table_schemas()
+    messages = make_encoder("simple", options).encode([Bootstrap(s) for s in schemas])
+    decoder = make_decoder("simple", options)
+    read = [e.schema for m in messages for e in decoder.decode(m)]
+    finisher = make_finisher("simple", options)
+    versions: dict = {}
+    finisher.learn([m.value for m in messages], versions)
+    assert [finisher.schema(text) for text in versions.values()] == read
