@@ -325,13 +325,6 @@ def test_cli_decode_keeps_the_memo_across_the_input(
     assert f"1 row(s) of simple.user await schema version {USER_V1}" in captured.err
 
 
-def test_the_spark_stage_refuses_simple_until_the_pipeline_keeps_its_state() -> None:
-    from ticdc_spark.spark.decode import decode
-
-    with pytest.raises(ConfigError, match="checkpointed consumer state"):
-        decode(object(), "simple")  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize("encoding", ["json", "avro"])
 def test_claim_check_sends_a_pointer_and_the_key_and_reads_the_full_row_back(
     encoding: str, tmp_path: Path
