@@ -365,15 +365,7 @@ class Planner:
             index[text] = len(texts)
             last[key] = len(texts)
             texts.append(text)
-        ids = []
-        for key, text in _by_table(rows, "schema"):
-            if text:
-                number = index.get(text)
-                if number is None:
-                    number = index[text] = len(texts)
-                    texts.append(text)
-                last[key] = number
-            ids.append(last.get(key, -1))
+        ids = _schema_numbers(_by_table(rows, "schema"), texts, index, last)
         self._schema_texts = texts
         self.state.carried = {key: texts[number] for key, number in last.items()}
         return rows.append_column("_schema_id", pa.array(ids, pa.int32()))
@@ -665,15 +657,7 @@ class Planner:
         first = self._images.num_rows
         self._images = _concat([self._images, rows.select(["before", "after"])])
         index = {text: number for number, text in enumerate(self._schema_texts)}
-        last: dict[TableKey, int] = {}
-        ids = []
-        for key, text in _by_table(rows, "schema"):
-            if text:
-                if text not in index:
-                    index[text] = len(self._schema_texts)
-                    self._schema_texts.append(text)
-                last[key] = index[text]
-            ids.append(last.get(key, -1))
+        ids = _schema_numbers(_by_table(rows, "schema"), self._schema_texts, index, {})
         narrow = rows.drop_columns(["before", "after"])
         narrow = narrow.append_column(
             "_row", pa.array(range(first, first + rows.num_rows), pa.int64())
@@ -869,6 +853,27 @@ def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
         at = bisect.bisect_right(cuts[0], ts)
         points.append(cuts[1][at] if at < len(cuts[1]) else len(barriers))
     return points
+
+
+def _schema_numbers(
+    rows: Iterable[tuple[TableKey, str | None]],
+    texts: list[str],
+    index: dict[str, int],
+    last: dict[TableKey, int],
+) -> list[int]:
+    """Each row's number in ``texts`` of the schema text in effect for its table: its own,
+    else its table's previous row's (``last``; -1 when none).  New texts are appended to
+    ``texts`` and ``index``."""
+    numbers = []
+    for key, text in rows:
+        if text:
+            number = index.get(text)
+            if number is None:
+                number = index[text] = len(texts)
+                texts.append(text)
+            last[key] = number
+        numbers.append(last.get(key, -1))
+    return numbers
 
 
 def _one_table(ddl: dict[str, Any]) -> bool:
