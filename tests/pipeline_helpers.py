@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.apply import Applier, StateStore
+from ticdc_spark.apply import Applier, StateStore, protocol_planning
 from ticdc_spark.changelog import ChangelogBuilder
-from ticdc_spark.codec import Message, get_codec, make_decoder, make_encoder
+from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.produce import Producer
 from ticdc_spark.sinks.base import TableSink, live
@@ -71,10 +71,15 @@ def interleave(messages: list[Message], seed: int, chunk: int) -> Iterator[list[
 
 
 def changelog(messages: list[Message], protocol: str, options: dict[str, str]) -> Any:
-    decoder = make_decoder(protocol, options)
+    """A micro-batch's changelog as the Spark decode stage makes it: each partition's
+    messages by a decoder of its own (one Spark task each), none kept between batches."""
+    decoders: dict[tuple[str, int], Any] = {}
     builder = ChangelogBuilder()
     for m in messages:
-        decoder.decode_into(m, builder)
+        slot = (m.topic, m.partition or 0)
+        if slot not in decoders:
+            decoders[slot] = make_decoder(protocol, options, stage=True)
+        decoders[slot].decode_into(m, builder)
     import pyarrow as pa
 
     return pa.Table.from_batches([builder.to_batch()])
@@ -89,13 +94,8 @@ def run_batches(
     mode: str = "consistent",
     start: int = 0,
 ) -> Applier:
-    spec = get_codec(protocol)
     applier = Applier(
-        sink,
-        StateStore(checkpoint),
-        mode=mode,
-        rows_define_schema=not spec.ddl,
-        place_by_position=not spec.commit_ts,
+        sink, StateStore(checkpoint), mode=mode, **protocol_planning(protocol, options)
     )
     for number, batch in enumerate(batches, start):
         applier.apply(changelog(batch, protocol, options), number)

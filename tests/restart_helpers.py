@@ -138,18 +138,25 @@ def write_capture_dir(messages: list[Message], directory: Path) -> None:
 
 def write_batches(messages: list[Message], directory: Path, records: int) -> int:
     """The stream's micro-batches of ``records`` messages, decoded, as Arrow files."""
+    cuts = [messages[start : start + records] for start in range(0, len(messages), records)]
+    return write_batch_list(cuts, directory, "canal-json", OPTIONS)
+
+
+def write_batch_list(
+    batches: list[list[Message]], directory: Path, protocol: str, options: dict[str, str]
+) -> int:
+    """Micro-batches of messages, decoded as the Spark decode stage would, as Arrow files."""
     import pyarrow as pa
 
     from pipeline_helpers import changelog
 
     directory.mkdir(parents=True)
-    count = 0
-    for count, start in enumerate(range(0, len(messages), records), 1):
-        table = changelog(messages[start : start + records], "canal-json", OPTIONS)
-        path = directory / f"{count - 1:06d}.arrow"
+    for number, messages in enumerate(batches):
+        table = changelog(messages, protocol, options)
+        path = directory / f"{number:06d}.arrow"
         with pa.OSFile(str(path), "wb") as raw, pa.ipc.new_file(raw, table.schema) as out:
             out.write_table(table)
-    return count
+    return len(batches)
 
 
 def target(kind: str, root: Path) -> str:
@@ -158,13 +165,16 @@ def target(kind: str, root: Path) -> str:
     return f"iceberg:sqlite:///{root / 'catalog.db'}#file://{root / 'warehouse'}"
 
 
-def harness_command(checkpoint: Path, target_spec: str, batches: Path) -> list[str]:
+def harness_command(
+    checkpoint: Path, target_spec: str, batches: Path, protocol: str = "canal-json"
+) -> list[str]:
     return [
         sys.executable,
         str(Path(__file__).resolve()),
         str(checkpoint),
         target_spec,
         str(batches),
+        protocol,
     ]
 
 
@@ -177,8 +187,14 @@ def environment(crash_at: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_harness(checkpoint: Path, target_spec: str, batches: Path, crash_at: str | None) -> int:
-    command = harness_command(checkpoint, target_spec, batches)
+def run_harness(
+    checkpoint: Path,
+    target_spec: str,
+    batches: Path,
+    crash_at: str | None,
+    protocol: str = "canal-json",
+) -> int:
+    command = harness_command(checkpoint, target_spec, batches, protocol)
     done = subprocess.run(
         command, env=environment(crash_at), capture_output=True, timeout=300, check=False
     )
@@ -196,11 +212,12 @@ def assert_same_tables(killed: Any, calm: Any) -> None:
         assert killed.read(key).sort_by("id").to_pylist() == expected, key
 
 
-def _harness(checkpoint: str, target_spec: str, batches: str) -> None:
-    """``replicate``'s serial apply over prepared micro-batches, a commit file per batch."""
+def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> None:
+    """``replicate``'s serial apply over prepared micro-batches, a commit file per batch
+    (the protocol's default codec options)."""
     import pyarrow as pa
 
-    from ticdc_spark.apply import Applier, ChangelogLog, StateStore
+    from ticdc_spark.apply import Applier, ChangelogLog, StateStore, protocol_planning
     from ticdc_spark.checkpoint import spark_batches
     from ticdc_spark.crashpoints import crash_point
     from ticdc_spark.spark.pipeline import make_sink
@@ -208,7 +225,9 @@ def _harness(checkpoint: str, target_spec: str, batches: str) -> None:
     commits = Path(checkpoint) / "spark" / "commits"
     commits.mkdir(parents=True, exist_ok=True)
     store = StateStore(checkpoint)
-    applier = Applier(make_sink(target_spec, app_id=store.pipeline_id()), store)
+    applier = Applier(
+        make_sink(target_spec, app_id=store.pipeline_id()), store, **protocol_planning(protocol)
+    )
     log = ChangelogLog(store.root)
     committed = max(spark_batches(commits.parent, "commits"), default=-1)
     applier.recover(log, committed)
@@ -228,4 +247,4 @@ def _harness(checkpoint: str, target_spec: str, batches: str) -> None:
 
 
 if __name__ == "__main__":
-    _harness(*sys.argv[1:4])
+    _harness(*sys.argv[1:5])

@@ -354,13 +354,6 @@ def test_a_bad_held_row_loses_none_of_the_others(
     assert [type(e).__name__ for e in caught.value.events] == ["DDLEvent", "RowChange", "RowChange"]
 
 
-def test_the_spark_stage_refuses_simple_until_the_pipeline_keeps_its_state() -> None:
-    from ticdc_spark.spark.decode import decode
-
-    with pytest.raises(ConfigError, match="checkpointed consumer state"):
-        decode(object(), "simple")  # type: ignore[arg-type]
-
-
 def test_held_claim_check_rows_count_the_bytes_they_hold(tmp_path: Path) -> None:
     """A row waiting for its schema holds the full message its claim-check pointer named:
     max-held-bytes bounds those bytes, not the pointer's (memory stays bounded)."""

@@ -27,7 +27,14 @@ from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.model import physical_ms
 from ticdc_spark.sinks.base import TableSink
 
-__all__ = ["Applier", "BatchReport", "ChangelogLog", "DeadLetterWriter", "StateStore"]
+__all__ = [
+    "Applier",
+    "BatchReport",
+    "ChangelogLog",
+    "DeadLetterWriter",
+    "StateStore",
+    "protocol_planning",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -272,6 +279,7 @@ class BatchReport:
     rows_in: int = 0
     rows_applied: int = 0
     held: int = 0
+    awaiting_schema: int = 0  # of the held rows, those waiting for their schema (Simple)
     replays: int = 0
     ddl: int = 0
     dead_letters: int = 0
@@ -288,11 +296,28 @@ class BatchReport:
             behind = max(0.0, time.time() - physical_ms(self.watermark) / 1000)
             lag = f", watermark lag {behind:.1f}s"
         rate = self.rows_applied / self.seconds if self.seconds else 0.0
+        waiting = f" ({self.awaiting_schema} for their schema)" if self.awaiting_schema else ""
         return (
             f"batch {self.batch}: {self.rows_in} rows in, {self.rows_applied} applied "
-            f"({rate:,.0f} rows/s), {self.held} held, {self.ddl} DDL, {self.replays} replays "
-            f"dropped, {self.dead_letters} dead letters{lag}"
+            f"({rate:,.0f} rows/s), {self.held} held{waiting}, {self.ddl} DDL, "
+            f"{self.replays} replays dropped, {self.dead_letters} dead letters{lag}"
         )
+
+
+def protocol_planning(protocol: str, options: dict[str, str] | None = None) -> dict[str, Any]:
+    """The :class:`Applier` arguments a protocol needs, from its codec's catalog entry:
+    ``rows_define_schema`` (no DDL, as Avro; or table schemas by version, as Simple: a table
+    follows the schemas its rows carry), ``place_by_position`` (rows without a commit ts)
+    and ``finisher`` (rows that wait for their schema, Simple)."""
+    from ticdc_spark.codec.catalog import get_codec, make_finisher
+
+    spec = get_codec(protocol)
+    finisher = make_finisher(protocol, options)
+    return {
+        "rows_define_schema": not spec.ddl or finisher is not None,
+        "place_by_position": not spec.commit_ts,
+        "finisher": finisher,
+    }
 
 
 class Applier:
@@ -310,11 +335,13 @@ class Applier:
         track_commits: bool = False,
         rows_define_schema: bool = False,
         place_by_position: bool = False,
+        finisher: Any = None,
     ) -> None:
         self.sink = sink
         # (protocols without DDL, and without watermarks: Avro; see consume.Planner)
         self.rows_define_schema = rows_define_schema
         self.place_by_position = place_by_position
+        self.finisher = finisher  # (Simple: rows finished once their schema is known)
         self.store = store
         self.mode = mode
         self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
@@ -334,12 +361,14 @@ class Applier:
             self.partitions,
             rows_define_schema=self.rows_define_schema,
             place_by_position=self.place_by_position,
+            finisher=self.finisher,
         )
         plan = planner.plan(changelog)
         report = BatchReport(
             batch,
             rows_in=plan.rows_in,
             held=plan.held,
+            awaiting_schema=plan.awaiting_schema,
             replays=plan.replays,
             watermark=plan.watermark,
         )

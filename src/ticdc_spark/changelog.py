@@ -19,6 +19,11 @@ sql, ddl_type  the DDL statement and TiDB's action name (DDL only)
 topic, partition, offset, seq
                where the message came from; seq numbers the events inside one message
 error          why decoding failed (ERROR only); key/value then hold the raw message
+value          also, for a protocol whose rows name a schema version that other messages
+               bring (Simple): on a ROW, the message itself when the decode stage had not
+               met its schema (images null: a *wire row*, which the consumer finishes once
+               it knows the schema, see :class:`~ticdc_spark.consume.Planner`); on a
+               BOOTSTRAP or DDL, the message, whose schemas the consumer learns
 =============  ===========================================================================
 
 Image values are MySQL text as the protocol wrote it, which is the normalized text form of
@@ -34,21 +39,18 @@ from collections.abc import Iterable, Mapping
 from operator import itemgetter
 from typing import Any
 
-import orjson
-
 from ticdc_spark.model import (
     Bootstrap,
-    Column,
     DDLEvent,
     Event,
-    Index,
     RowChange,
     RowKind,
     TableSchema,
     Watermark,
+    schema_from_json,
+    schema_json,
 )
 from ticdc_spark.normalized import image_to_text
-from ticdc_spark.types import parse_column_type
 
 __all__ = [
     "CHANGELOG_FIELDS",
@@ -95,38 +97,6 @@ def arrow_schema() -> Any:
         "map": pa.map_(pa.string(), pa.string()),
     }
     return pa.schema([(name, types[kind]) for name, kind in CHANGELOG_FIELDS])
-
-
-def schema_json(schema: TableSchema) -> str:
-    """The ``schema`` column's JSON for a table schema."""
-    obj: dict[str, Any] = {
-        "columns": [[c.name, c.type.sql()] for c in schema.columns],
-        "pk": list(schema.handle_key),
-    }
-    if schema.table_id:
-        obj["tableId"] = schema.table_id
-    if schema.version:
-        obj["version"] = schema.version
-    return orjson.dumps(obj).decode()
-
-
-def schema_from_json(text: str, database: str, table: str) -> TableSchema:
-    """Rebuild a table schema from the ``schema`` column's JSON."""
-    obj = orjson.loads(text)
-    pk = tuple(obj.get("pk") or ())
-    columns = tuple(
-        Column(name, parse_column_type(sql), nullable=name not in pk)
-        for name, sql in obj.get("columns") or ()
-    )
-    indexes = (Index("PRIMARY", pk, primary=True, unique=True),) if pk else ()
-    return TableSchema(
-        database,
-        table,
-        columns,
-        indexes,
-        int(obj.get("tableId") or 0),
-        int(obj.get("version") or 0),
-    ).with_derived_flags()
 
 
 class ChangelogBuilder:
@@ -278,6 +248,29 @@ class ChangelogBuilder:
         self._add_other(
             ERROR, "", "", 0, (topic, partition, offset, 0), error=reason, key=key, value=value
         )
+
+    def add_wire_row(
+        self,
+        op: str,
+        database: str,
+        table: str,
+        commit_ts: int,
+        position: tuple[str, int, int, int],
+        message: bytes,
+        key_only: bool = False,
+    ) -> None:
+        """Append a row still in its message (a *wire row*: images null, ``value`` the
+        message), for the consumer to finish once it knows the row's schema."""
+        schema = sql = ddl_type = error = key = None
+        row = (ROW, op, database, table, commit_ts, schema, key_only, sql, ddl_type)
+        self.rows.append((*row, *position, error, key, message))
+        self.before.add(None)
+        self.after.add(None)
+
+    def keep_message(self, message: bytes) -> None:
+        """Keep the message on the row last appended (``value``), for the consumer to read
+        again: the schemas a BOOTSTRAP or DDL message brings."""
+        self.rows[-1] = (*self.rows[-1][:-1], message)
 
     def schema_text(self, schema: TableSchema | None) -> str | None:
         """The schema JSON of a schema object (computed once per object)."""

@@ -553,6 +553,13 @@ def _run_verify(args: argparse.Namespace) -> int:
 def _add_demo(commands: Any) -> None:
     parser = _subcommand(commands, "demo", _run_demo)
     parser.add_argument("--protocol", "-p", default="canal-json")
+    _key_values_argument(
+        parser,
+        "--option",
+        "-o",
+        help="a codec option (TiCDC name) on top of the demo's own, e.g. "
+        "encoding-format=avro for simple (repeatable)",
+    )
     _registry_argument(parser)
     parser.add_argument(
         "--workdir",
@@ -571,7 +578,14 @@ def _run_demo(args: argparse.Namespace) -> int:
     """
     from ticdc_spark.demo import run_demo
 
-    ok = run_demo(args.protocol, _workload(args), args.workdir, registry=args.schema_registry)
+    options = parse_key_values(args.option)
+    ok = run_demo(
+        args.protocol,
+        _workload(args),
+        args.workdir,
+        registry=args.schema_registry,
+        options=options,
+    )
     return EXIT_OK if ok else EXIT_FAILURE
 
 

@@ -22,6 +22,11 @@ and works out what to apply, in order:
   extension, a genuine Debezium stream): for protocols without watermarks
   (``place_by_position``) rows are ordered by their partition position (see
   :meth:`Planner._place_by_position` and docs/pipeline.md "Rows without a commit ts").
+* **Rows waiting for their schema** (Simple, a ``finisher``): the decode stage leaves a row
+  whose schema version its task had not met as a *wire row*; the planner learns the schemas
+  BOOTSTRAP and DDL messages bring into the state (``versions``), finishes the wire rows
+  whose schema is known and holds the others, with every later change of their table, in
+  the state until their schema comes (see :meth:`Planner._finish_wire_rows`).
 
 The planner also keeps the table catalog: schemas from CREATE/ALTER statements when it sees
 them, else from the schema JSON rows carry.  All of it (watermarks, held rows, catalog,
@@ -44,6 +49,7 @@ from ticdc_spark.changelog import (
     ERROR,
     ROW,
     WATERMARK,
+    ChangelogBuilder,
     schema_from_json,
     schema_json,
 )
@@ -88,6 +94,11 @@ class ConsumerState:
     # tables that follow their rows' schemas (see Planner._schema_runs): a digest of the
     # schema JSON each (topic/partition, database, table) last carried
     partition_schemas: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # protocols whose rows name a schema version (Simple): the schemas BOOTSTRAP and DDL
+    # messages brought, each as its protocol's finisher writes it; and for a version a DDL
+    # brought as the table's new schema, that DDL's commit ts (see _forget_versions)
+    versions: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    versions_since: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -117,6 +128,10 @@ class ConsumerState:
                 "partition_schemas": [
                     [p, db, t, text] for (p, db, t), text in self.partition_schemas.items()
                 ],
+                "versions": [[db, t, v, text] for (db, t, v), text in self.versions.items()],
+                "versions_since": [
+                    [db, t, v, ts] for (db, t, v), ts in self.versions_since.items()
+                ],
             }
         )
 
@@ -142,6 +157,10 @@ class ConsumerState:
             placed_by_order={(p, db, t) for p, db, t in obj.get("placed_by_order", [])},
             partition_schemas={
                 (p, db, t): text for p, db, t, text in obj.get("partition_schemas", [])
+            },
+            versions={(db, t, int(v)): str(text) for db, t, v, text in obj.get("versions", [])},
+            versions_since={
+                (db, t, int(v)): int(ts) for db, t, v, ts in obj.get("versions_since", [])
             },
         )
 
@@ -238,6 +257,7 @@ class Plan:
     rows_released: int = 0
     replays: int = 0
     held: int = 0
+    awaiting_schema: int = 0  # of the held rows, those still waiting for their schema
     watermark: int = 0
 
 
@@ -252,6 +272,7 @@ class Planner:
         *,
         rows_define_schema: bool = False,
         place_by_position: bool = False,
+        finisher: Any = None,
     ) -> None:
         if mode not in ("consistent", "eventual"):
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
@@ -260,10 +281,14 @@ class Planner:
         self.rows_define_schema = rows_define_schema
         # protocols without watermarks (Avro): rows ordered by their partition position
         self.place_by_position = place_by_position
+        # protocols whose rows wait for schemas other messages bring (Simple): the codec's
+        # finisher of wire rows (codec.simple.pipeline.RowFinisher)
+        self.finisher = finisher
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._schema_texts: list[str] = []
         self._images: Any = None
+        self._carried: dict[tuple[str, str, str], TableSchema] = {}
 
     def plan(self, changelog: Any) -> Plan:
         """Plan one micro-batch of changelog rows (a pyarrow Table).
@@ -289,6 +314,9 @@ class Planner:
         errors = batch.filter(is_error) if pc.any(is_error).as_py() else None
         if errors is not None:
             batch = batch.filter(pc.invert(is_error))
+        news = False  # (Simple: new schema versions, or new rows waiting for theirs)
+        if self.finisher is not None:
+            news = self._learn_versions(batch) or pc.any(_wire_rows(batch)).as_py() is True
         plan.rows_in = int(pc.sum(pc.equal(batch["kind"], ROW)).as_py() or 0)
         # No sort: a changelog keeps every partition's records in offset order, which is all
         # replay detection needs.
@@ -300,13 +328,24 @@ class Planner:
         pending = _concat(
             [pending_held, batch.filter(pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))]
         )
+        awaiting = None
+        if self.finisher is not None and pending.num_rows:
+            if news:  # (else the rows held wait for versions still unknown, within bounds)
+                pending, unfit = self._finish_wire_rows(pending)
+                errors = _concat([errors, unfit])
+            awaiting = self._awaiting_schema(pending)
+            self._forget_versions()  # (after this batch's rows had every version)
         bound = self._release_bound()
         plan.watermark = self.state.global_watermark(self.state.partitions)
         ready_mask = pc.less_equal(pending["commit_ts"], bound)
+        if awaiting is not None:
+            ready_mask = pc.and_(ready_mask, pc.invert(awaiting))
         ready = pending.filter(ready_mask)
         held = self._hold(pending.filter(pc.invert(ready_mask)))
         self.state.held = held if held.num_rows else None
         plan.held = int(pc.sum(pc.equal(held["kind"], ROW)).as_py() or 0) if held.num_rows else 0
+        if awaiting is not None and held.num_rows:
+            plan.awaiting_schema = int(pc.sum(_wire_rows(held)).as_py() or 0)
         unusable = self._segments(ready, plan)
         plan.dead_letters = _concat([dead_letters(errors), unusable])
         if ready.num_rows:
@@ -340,15 +379,7 @@ class Planner:
             index[text] = len(texts)
             last[key] = len(texts)
             texts.append(text)
-        ids = []
-        for key, text in _by_table(rows, "schema"):
-            if text:
-                number = index.get(text)
-                if number is None:
-                    number = index[text] = len(texts)
-                    texts.append(text)
-                last[key] = number
-            ids.append(last.get(key, -1))
+        ids = _schema_numbers(_by_table(rows, "schema"), texts, index, last)
         self._schema_texts = texts
         self.state.carried = {key: texts[number] for key, number in last.items()}
         return rows.append_column("_schema_id", pa.array(ids, pa.int32()))
@@ -537,10 +568,149 @@ class Planner:
             self.state.ddl_seen = {k for k in self.state.ddl_seen if k[2] >= floor}
 
     def _learn_bootstraps(self, rows: Any) -> None:
+        """A table the catalog does not know yet takes its BOOTSTRAP's schema.  (Only that:
+        a bootstrap carries no commit ts, so it is released at once, possibly ahead of rows
+        of an older version still held; a known table follows its DDLs and rows.)"""
         for row in rows.select(["database", "table", "schema"]).to_pylist():
             if row["schema"]:
                 key = (row["database"], row["table"])
-                self.state.tables[key] = schema_from_json(row["schema"], *key)
+                if key not in self.state.tables:
+                    self.state.tables[key] = self._schema_of(row["schema"], key)
+
+    def _schema_of(self, text: str, key: TableKey) -> TableSchema:
+        """The table schema of a ``schema`` JSON text: the whole schema (nullability,
+        defaults, indexes) when the state holds its version (Simple's ``tableSchema``),
+        else what the text says (names, types, key)."""
+        cached = self._carried.get((text, *key))
+        if cached is not None:
+            return cached
+        schema = schema_from_json(text, *key)
+        if self.finisher is not None and schema.version:
+            whole = self.state.versions.get((key[0], key[1], schema.version))
+            if whole is not None:
+                full = self.finisher.schema(whole)
+                if full.column_names == schema.column_names:
+                    schema = _renamed(full, key)
+        self._carried[(text, *key)] = schema
+        return schema
+
+    # -- rows waiting for their schema (Simple) ----------------------------------------------
+
+    def _learn_versions(self, batch: Any) -> bool:
+        """Learn the schemas the batch's BOOTSTRAP and DDL messages bring (their rows keep the
+        message) into the state's ``versions``; whether any was new."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        brings = pc.and_(
+            pc.is_in(batch["kind"], pa.array([BOOTSTRAP, DDL])), pc.is_valid(batch["value"])
+        )
+        bringing = batch.filter(brings)
+        known = len(self.state.versions)
+        self.finisher.learn(bringing["value"].to_pylist(), self.state.versions)
+        since = self.state.versions_since
+        for row in bringing.select(
+            ["kind", "database", "table", "commit_ts", "schema"]
+        ).to_pylist():
+            if row["kind"] == DDL and row["schema"]:
+                version = int(orjson.loads(row["schema"]).get("version") or 0)
+                key = (row["database"] or "", row["table"] or "", version)
+                since[key] = min(row["commit_ts"], since.get(key, row["commit_ts"]))
+        return len(self.state.versions) > known  # (learn only adds)
+
+    def _forget_versions(self) -> None:
+        """Forget the schema versions no row can need any more: those older than a version
+        a DDL brought at or below the global watermark.  (Versions grow with a table's DDLs;
+        a row of an older version was committed before that DDL, so below every partition's
+        watermark: a replay, dropped as such.)"""
+        mark = self.state.global_watermark(self.state.partitions)
+        newest: dict[TableKey, int] = {}
+        for (database, table, version), since in self.state.versions_since.items():
+            if since <= mark:
+                newest[(database, table)] = max(version, newest.get((database, table), version))
+        if not newest:
+            return
+        for key in [k for k in self.state.versions if k[2] < newest.get(k[:2], -1)]:
+            del self.state.versions[key]
+            self.state.versions_since.pop(key, None)
+
+    def _finish_wire_rows(self, pending: Any) -> tuple[Any, Any]:
+        """Finish the wire rows whose schema the state knows: they become ordinary changelog
+        rows (images, schema text); those that do not decode against it become dead letters.
+        The finisher counts the rows still waiting against ``max-held-rows`` /
+        ``max-held-bytes`` and stops past them, naming the table and the version awaited."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wire = _wire_rows(pending)
+        if not pc.any(wire).as_py():
+            return pending, None
+        waiting = pending.filter(wire)
+        records = list(
+            zip(
+                waiting["value"].to_pylist(),
+                waiting["topic"].to_pylist(),
+                waiting["partition"].to_pylist(),
+                waiting["offset"].to_pylist(),
+                strict=True,
+            )
+        )
+        finished, done = self.finisher.finish(records, self.state.versions, ChangelogBuilder())
+        if not any(done):
+            return pending, None
+        finished = pa.Table.from_batches([finished])
+        kinds = finished["kind"]
+        unfit = finished.filter(pc.equal(kinds, ERROR))
+        rows = self._numbered(finished.filter(pc.equal(kinds, ROW)))
+        replaced = np.zeros(pending.num_rows, dtype=bool)
+        replaced[np.flatnonzero(wire.to_numpy(zero_copy_only=False))[np.array(done)]] = True
+        kept = pending.filter(pa.array(~replaced))
+        return _concat([kept, rows.select(kept.column_names)]), unfit if unfit.num_rows else None
+
+    def _numbered(self, rows: Any) -> Any:
+        """Finished rows (whole changelog rows, in order) as planning rows: images added to
+        the batch's, schema texts numbered (a null text: the table's previous row's)."""
+        import pyarrow as pa
+
+        first = self._images.num_rows
+        self._images = _concat([self._images, rows.select(["before", "after"])])
+        index = {text: number for number, text in enumerate(self._schema_texts)}
+        ids = _schema_numbers(_by_table(rows, "schema"), self._schema_texts, index, {})
+        narrow = rows.drop_columns(["before", "after"])
+        narrow = narrow.append_column(
+            "_row", pa.array(range(first, first + rows.num_rows), pa.int64())
+        )
+        return narrow.append_column("_schema_id", pa.array(ids, pa.int32()))
+
+    def _awaiting_schema(self, pending: Any) -> Any:
+        """Which pending rows wait, directly or not, for a schema still to come (None: none):
+        the wire rows, every later change of their tables (a key's changes apply in order),
+        and everything from a DDL that concerns every table on (a barrier for all)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        wire = _wire_rows(pending)
+        if not pc.any(wire).as_py():
+            return None
+        first: dict[TableKey, int] = {}
+        for key, ts in _by_table(pending.filter(wire), "commit_ts"):
+            first[key] = min(ts, first.get(key, ts))
+        earliest = min(first.values())
+        ddls = pending.filter(pc.equal(pending["kind"], DDL))
+        cut = min(
+            (
+                ddl["commit_ts"]
+                for ddl in ddls.select(["table", "commit_ts", "sql", "ddl_type"]).to_pylist()
+                if ddl["commit_ts"] >= earliest and not _one_table(ddl)
+            ),
+            default=None,
+        )
+        mask = np.zeros(pending.num_rows, dtype=bool)
+        for i, (key, ts) in enumerate(_by_table(pending, "commit_ts")):
+            mask[i] = ts >= first.get(key, 2**63) or (cut is not None and ts >= cut)
+        return pa.array(mask)
 
     # -- rows -----------------------------------------------------------------------------
 
@@ -598,19 +768,24 @@ class Planner:
         carried_by = self.state.partition_schemas
         start = 0
         known = self.state.tables.get(key)
-        parsed: dict[int, tuple[str, TableSchema]] = {}  # schema number -> (digest, schema)
+        # schema number -> (digest, schema, its JSON); JSON compared, once per row (cheap
+        # string equality: rows of one schema share the text)
+        parsed: dict[int, tuple[str, TableSchema, str]] = {}
+        known_json = None if known is None else schema_json(known)
         for i in np.flatnonzero(~deletes & (ids >= 0)):
             number = int(ids[i])
             if number not in parsed:
                 text = self._schema_texts[number]
-                parsed[number] = (_digest(text), schema_from_json(text, *key))
-            digest, carried = parsed[number]
+                schema = self._schema_of(text, key)
+                parsed[number] = (_digest(text), schema, schema_json(schema))
+            digest, carried, carried_json = parsed[number]
             slot = (f"{topics[i]}/{partitions[i]}", *key)
             previous, carried_by[slot] = carried_by.get(slot), digest
             if known is None:
                 known = self.state.tables[key] = carried
+                known_json = carried_json
                 continue
-            if schema_json(carried) == schema_json(known):
+            if carried_json == known_json:
                 continue
             if carried.version and known.version:
                 newer = carried.version > known.version
@@ -626,6 +801,7 @@ class Planner:
             sql = f"-- {key[0]}.{key[1]} follows the schema its rows carry"
             yield DDLStep(key[0], key[1], stamps[i], sql, DDLType.MODIFY_COLUMN, known, carried)
             known = self.state.tables[key] = carried
+            known_json = schema_json(known)
         yield rows.slice(start)
 
     def _above_floor(self, key: TableKey, rows: Any) -> Any:
@@ -643,7 +819,7 @@ class Planner:
         number = pc.max(rows["_schema_id"]).as_py()
         carried = None
         if number is not None and number >= 0:
-            carried = schema_from_json(self._schema_texts[number], *key)
+            carried = self._schema_of(self._schema_texts[number], key)
         known = self.state.tables.get(key)
         if known is None:
             if carried is None:
@@ -667,8 +843,10 @@ class Planner:
         key = (database, table)
         before = self.state.tables.get(key)
         step = DDLStep(database, table, ts, sql, action, before, before)
+        text = row.get("schema")
+        carried = self._schema_of(text, key) if text else None
         try:
-            _apply_to_catalog(self.state, step, row.get("schema"), ddl_sql)
+            _apply_to_catalog(self.state, step, carried, ddl_sql)
         except TiCDCSparkError as exc:  # keep going: rows will carry the schema
             log.warning("cannot interpret DDL %r (%s); continuing with row schemas", sql, exc)
         return step
@@ -709,9 +887,8 @@ def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
     everyone: list[int] = []
     own: dict[TableKey, list[int]] = {}
     for index, ddl in enumerate(barriers):
-        table = ddl["table"] or ""
-        if table and _action(ddl["ddl_type"], ddl["sql"] or "") in _ONE_TABLE_DDLS:
-            own.setdefault((ddl["database"] or "", table), []).append(index)
+        if _one_table(ddl):
+            own.setdefault((ddl["database"] or "", ddl["table"]), []).append(index)
         else:
             everyone.append(index)
     concerning: dict[TableKey, tuple[list[int], list[int]]] = {}
@@ -724,6 +901,39 @@ def _flush_points(barriers: list[dict[str, Any]], rows: Any) -> list[int]:
         at = bisect.bisect_right(cuts[0], ts)
         points.append(cuts[1][at] if at < len(cuts[1]) else len(barriers))
     return points
+
+
+def _schema_numbers(
+    rows: Iterable[tuple[TableKey, str | None]],
+    texts: list[str],
+    index: dict[str, int],
+    last: dict[TableKey, int],
+) -> list[int]:
+    """Each row's number in ``texts`` of the schema text in effect for its table: its own,
+    else its table's previous row's (``last``; -1 when none).  New texts are appended to
+    ``texts`` and ``index``."""
+    numbers = []
+    for key, text in rows:
+        if text:
+            number = index.get(text)
+            if number is None:
+                number = index[text] = len(texts)
+                texts.append(text)
+            last[key] = number
+        numbers.append(last.get(key, -1))
+    return numbers
+
+
+def _one_table(ddl: dict[str, Any]) -> bool:
+    """Whether a DDL row changes its own table only (a barrier for that table's rows)."""
+    return bool(ddl["table"]) and _action(ddl["ddl_type"], ddl["sql"] or "") in _ONE_TABLE_DDLS
+
+
+def _wire_rows(rows: Any) -> Any:
+    """Which changelog rows are wire rows (a ROW still in its message: see changelog.py)."""
+    import pyarrow.compute as pc
+
+    return pc.and_(pc.equal(rows["kind"], ROW), pc.is_valid(rows["value"]))
 
 
 def _by_table(rows: Any, column: str) -> Iterator[tuple[TableKey, Any]]:
@@ -901,15 +1111,16 @@ def _action(name: str | None, sql: str) -> DDLType:
 
 
 def _apply_to_catalog(
-    state: ConsumerState, step: DDLStep, schema_text: str | None, ddl_sql: Any
+    state: ConsumerState, step: DDLStep, carried: TableSchema | None, ddl_sql: Any
 ) -> None:
-    """Update the catalog and floors for a DDL, and fill in the step's schemas."""
+    """Update the catalog and floors for a DDL, and fill in the step's schemas.
+
+    ``carried``: the table's schema after the DDL when the protocol carries it (Simple's
+    ``tableSchema``), which the catalog then takes over what the statement says."""
     key = (step.database, step.table)
     action = step.ddl_type
-    if schema_text:  # the protocol carried the schema after the DDL (Simple)
-        state.tables[key] = schema_from_json(schema_text, *key)
-    elif action is DDLType.CREATE_TABLE:
-        created = ddl_sql.parse_create_table(step.sql, step.database)
+    if action is DDLType.CREATE_TABLE:
+        created = carried or ddl_sql.parse_create_table(step.sql, step.database)
         if created is not None:
             state.tables[key] = _renamed(created, key)
     elif action in (DDLType.DROP_TABLE, DDLType.DROP_VIEW):
@@ -926,12 +1137,26 @@ def _apply_to_catalog(
     elif action in (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES):
         _rename(state, step, ddl_sql)
     elif step.before is not None and action in _ALTERS:
+        _alter(state, step, key, carried, ddl_sql)
+    if carried is not None and not step.dropped:
+        state.tables[key] = carried
+    step.after = state.tables.get(key)
+
+
+def _alter(
+    state: ConsumerState, step: DDLStep, key: TableKey, carried: TableSchema | None, ddl_sql: Any
+) -> None:
+    """ALTER TABLE, CREATE/DROP INDEX: the catalog's schema after it, and the columns it
+    renames (read from the statement even when the protocol carries the schema after)."""
+    try:
         if step.sql.lstrip()[:5].upper() == "ALTER":
             state.tables[key], step.renamed_columns = ddl_sql.alter_table(step.before, step.sql)
         else:  # CREATE INDEX / DROP INDEX ... ON t
             state.tables[key] = ddl_sql.apply_index_ddl(step.before, step.sql)
-        state.schema_ts[key] = max(state.schema_ts.get(key, -1), step.commit_ts)
-    step.after = state.tables.get(key)
+    except TiCDCSparkError:
+        if carried is None:
+            raise
+    state.schema_ts[key] = max(state.schema_ts.get(key, -1), step.commit_ts)
 
 
 _ALTERS = frozenset(

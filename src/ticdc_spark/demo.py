@@ -19,6 +19,8 @@ DEMO_OPTIONS: dict[str, dict[str, str]] = {
     # (TiCDC's Debezium always sends checkpoints; the extension's tidb_type types the columns)
     "debezium": {"enable-tidb-extension": "true"},
     "avro": {"enable-tidb-extension": "true"},
+    # (TiCDC's Simple always sends watermarks; bootstraps as TiCDC's defaults)
+    "simple": {},
 }
 # Protocols whose subjects follow the topic need one topic per table.
 DEMO_TOPICS: dict[str, str] = {"avro": "ticdc_{schema}_{table}"}
@@ -29,9 +31,14 @@ def _say(text: str) -> None:
 
 
 def run_demo(
-    protocol: str, workload: Any, workdir: str | None = None, registry: str | None = None
+    protocol: str,
+    workload: Any,
+    workdir: str | None = None,
+    registry: str | None = None,
+    options: dict[str, str] | None = None,
 ) -> bool:
     """Produce, replicate into Delta, verify; print a summary. True when the tables match.
+    ``options``: codec options on top of the demo's own (``DEMO_OPTIONS``).
 
     A protocol that needs a schema registry (avro) uses ``registry``, or else a small
     Confluent-compatible registry this process serves over HTTP for the run: Spark's Python
@@ -44,11 +51,17 @@ def run_demo(
 
         with RegistryServer() as server:
             _say(f"    schema registry: serving one for this run at {server.url}")
-            return run_demo(protocol, workload, workdir, server.url)
-    return _run(protocol, workload, workdir, registry)
+            return run_demo(protocol, workload, workdir, server.url, options)
+    return _run(protocol, workload, workdir, registry, options or {})
 
 
-def _run(protocol: str, workload: Any, workdir: str | None, registry: str | None) -> bool:
+def _run(
+    protocol: str,
+    workload: Any,
+    workdir: str | None,
+    registry: str | None,
+    extra: dict[str, str],
+) -> bool:
     from ticdc_spark.spark.pipeline import PipelineConfig, run
     from ticdc_spark.spark.session import local_session
     from ticdc_spark.verify import verify_sink
@@ -56,7 +69,7 @@ def _run(protocol: str, workload: Any, workdir: str | None, registry: str | None
     root = Path(workdir or tempfile.mkdtemp(prefix="ticdc-spark-demo-"))
     from ticdc_spark.spark.pipeline import default_mode
 
-    options = dict(DEMO_OPTIONS.get(protocol, {}))
+    options = {**DEMO_OPTIONS.get(protocol, {}), **extra}
     if registry:
         options["schema-registry"] = registry
     mode = default_mode(protocol)

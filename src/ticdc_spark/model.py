@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from ticdc_spark.types import ColumnType, Family
+import orjson
+
+from ticdc_spark.types import ColumnType, Family, parse_column_type
 
 __all__ = [
     "UNKNOWN_COMMIT_TS",
@@ -31,6 +33,8 @@ __all__ = [
     "Watermark",
     "compose_ts",
     "physical_ms",
+    "schema_from_json",
+    "schema_json",
     "ts_to_datetime",
 ]
 
@@ -432,3 +436,39 @@ Event: TypeAlias = RowChange | DDLEvent | Watermark | Bootstrap
 def images_equal(left: Mapping[str, Any] | None, right: Mapping[str, Any] | None) -> bool:
     """Compare two images column by column (a helper for round-trip checks)."""
     return (left or {}) == (right or {})
+
+
+# The changelog's ``schema`` column: a table schema as JSON (written by decoders, read back
+# by the consumer and the verifier).
+
+
+def schema_json(schema: TableSchema) -> str:
+    """The ``schema`` column's JSON for a table schema."""
+    obj: dict[str, Any] = {
+        "columns": [[c.name, c.type.sql()] for c in schema.columns],
+        "pk": list(schema.handle_key),
+    }
+    if schema.table_id:
+        obj["tableId"] = schema.table_id
+    if schema.version:
+        obj["version"] = schema.version
+    return orjson.dumps(obj).decode()
+
+
+def schema_from_json(text: str, database: str, table: str) -> TableSchema:
+    """Rebuild a table schema from the ``schema`` column's JSON."""
+    obj = orjson.loads(text)
+    pk = tuple(obj.get("pk") or ())
+    columns = tuple(
+        Column(name, parse_column_type(sql), nullable=name not in pk)
+        for name, sql in obj.get("columns") or ()
+    )
+    indexes = (Index("PRIMARY", pk, primary=True, unique=True),) if pk else ()
+    return TableSchema(
+        database,
+        table,
+        columns,
+        indexes,
+        int(obj.get("tableId") or 0),
+        int(obj.get("version") or 0),
+    ).with_derived_flags()

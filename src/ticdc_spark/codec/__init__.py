@@ -6,6 +6,7 @@ from ticdc_spark.codec.catalog import (
     get_codec,
     make_decoder,
     make_encoder,
+    make_finisher,
     protocols,
     register,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "get_codec",
     "make_decoder",
     "make_encoder",
+    "make_finisher",
     "protocols",
     "register",
 ]

@@ -169,6 +169,28 @@ class ChangelogSink(RowSink, Protocol):
     def __len__(self) -> int: ...
 
 
+@runtime_checkable
+class WireRowSink(Protocol):
+    """A changelog sink that also takes rows still in their message (the pipeline's
+    ``ChangelogBuilder``): a decode stage leaves there the rows it cannot finish in its task
+    (Simple's rows whose schema another task or micro-batch brought), for the consumer to
+    finish once it knows their schema."""
+
+    def add_wire_row(
+        self,
+        op: str,
+        database: str,
+        table: str,
+        commit_ts: int,
+        position: Position,
+        message: bytes,
+        key_only: bool = False,
+    ) -> None: ...
+
+    def keep_message(self, message: bytes) -> None:
+        """Keep ``message`` on the row last added, for the consumer to read again."""
+
+
 @dataclass(slots=True)
 class EventSink:
     """The sink behind :meth:`Decoder.decode`: events with canonical values, in order."""

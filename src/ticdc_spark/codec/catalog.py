@@ -18,7 +18,15 @@ from ticdc_spark.codec.options import parse_options
 from ticdc_spark.errors import UnknownProtocolError
 from ticdc_spark.filter import TableFilter
 
-__all__ = ["CodecSpec", "get_codec", "make_decoder", "make_encoder", "protocols", "register"]
+__all__ = [
+    "CodecSpec",
+    "get_codec",
+    "make_decoder",
+    "make_encoder",
+    "make_finisher",
+    "protocols",
+    "register",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +48,11 @@ class CodecSpec:
     # whether every row carries its commit ts; when not (Avro tombstones, genuine Debezium),
     # the consumer places rows by their partition position (consume.Planner.place_by_position)
     commit_ts: bool = True
+    # for protocols whose rows name a schema version that other messages bring (Simple):
+    # the decoder of the Spark decode stage, which leaves rows it cannot finish in their
+    # message, and the consumer's finisher of those rows (see codec.simple.pipeline)
+    stage_decoder: Callable[..., Decoder] | None = None
+    finisher: Callable[[Any], Any] | None = None
 
     def parse_options(self, values: Mapping[str, Any] | None) -> Any:
         return parse_options(self.options, values)
@@ -90,11 +103,24 @@ def make_encoder(name: str, options: Mapping[str, Any] | None = None) -> Encoder
 
 
 def make_decoder(
-    name: str, options: Mapping[str, Any] | None = None, *, table_filter: TableFilter | None = None
+    name: str,
+    options: Mapping[str, Any] | None = None,
+    *,
+    table_filter: TableFilter | None = None,
+    stage: bool = False,
 ) -> Decoder:
     """A decoder of protocol ``name``; with ``table_filter``, the messages of tables it filters
-    out are dropped before their rows are decoded (watermarks are always kept)."""
+    out are dropped before their rows are decoded (watermarks are always kept).  ``stage``:
+    the decoder for the Spark decode stage (``CodecSpec.stage_decoder`` where there is one)."""
     spec = get_codec(name)
+    build = (spec.stage_decoder if stage else None) or spec.decoder
     if table_filter is None or table_filter.everything:
-        return spec.decoder(spec.parse_options(options))
-    return spec.decoder(spec.parse_options(options), table_filter=table_filter)  # type: ignore[call-arg]
+        return build(spec.parse_options(options))
+    return build(spec.parse_options(options), table_filter=table_filter)  # type: ignore[call-arg]
+
+
+def make_finisher(name: str, options: Mapping[str, Any] | None = None) -> Any:
+    """The consumer's finisher of wire rows for protocol ``name``, or None (most protocols:
+    the decode stage finishes every row)."""
+    spec = get_codec(name)
+    return None if spec.finisher is None else spec.finisher(spec.parse_options(options))

@@ -43,6 +43,12 @@ def decode(
     drops the messages of the tables it filters out before their rows are decoded: they give
     no rows and no dead letters.
 
+    Simple's rows name a schema version that BOOTSTRAP and DDL messages bring, possibly in
+    another task: a row whose schema its task has not met comes out as a *wire row* (images
+    null, ``value`` the message; see :mod:`ticdc_spark.changelog`), which the pipeline's
+    consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or
+    ``consume.Planner(finisher=codec.make_finisher("simple", options))``).
+
     ``compiled=False`` keeps a protocol's compiled batch path (Canal-JSON's scanner) out of
     use, to compare or to rule it out; the result is the same.  (The codecs' compiled value
     loops, ``ticdc_spark.codec.compiled``, stay in use: they are part of every decoder.)
@@ -54,8 +60,6 @@ def decode(
     options = dict(options or {})
     spec = get_codec(protocol)
     spec.parse_options(options)  # fail fast on the driver, with a clear error
-    if spec.name in _STATEFUL:
-        raise ConfigError(_STATEFUL[spec.name])
     missing = [c for c in SOURCE_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(f"the source DataFrame lacks Kafka columns: {', '.join(missing)}")
@@ -67,16 +71,6 @@ def decode(
         )
 
     return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
-
-
-# Protocols whose decoders keep state across messages that the Spark stage cannot keep in
-# its tasks without losing it (issue 12: it belongs in the checkpointed consumer state).
-_STATEFUL = {
-    "simple": "the Spark pipeline does not take the Simple protocol yet: its table schemas "
-    "and the rows waiting for them must live in the checkpointed consumer state, not in the "
-    "tasks (rows would be lost). Decode Simple messages with `ticdc-spark decode -p simple` "
-    "or ticdc_spark.codec.simple.SimpleDecoder."
-}
 
 
 def decode_batches(
@@ -99,7 +93,9 @@ def decode_batches(
     bad message becomes a dead letter.  Should Arrow still refuse the rows, each record is
     built on its own and the ones it refuses become dead letters too.
     """
-    decoder = make_decoder(protocol, options, table_filter=table_filter)
+    # (the stage's own decoder where the protocol has one: Simple leaves a row whose schema
+    # this task has not met in its message, for the consumer to finish, see codec.simple)
+    decoder = make_decoder(protocol, options, table_filter=table_filter, stage=True)
     arrow = (
         decoder.decode_arrow_batch if compiled and isinstance(decoder, ArrowBatchDecoder) else None
     )

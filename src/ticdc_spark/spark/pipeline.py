@@ -24,7 +24,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.apply import Applier, BatchReport, ChangelogLog, DeadLetterWriter, StateStore
+from ticdc_spark.apply import (
+    Applier,
+    BatchReport,
+    ChangelogLog,
+    DeadLetterWriter,
+    StateStore,
+    protocol_planning,
+)
 from ticdc_spark.checkpoint import check_checkpoint, repair_spark_checkpoint, spark_batches
 from ticdc_spark.codec import get_codec
 from ticdc_spark.crashpoints import crash_point, watch_commits
@@ -241,8 +248,7 @@ def start(
         dead_letters=dead,
         on_error="stop" if config.on_error == "stop" else "dead-letter",
         track_commits=config.track_commits,
-        rows_define_schema=not get_codec(config.protocol).ddl,
-        place_by_position=not get_codec(config.protocol).commit_ts,
+        **protocol_planning(config.protocol, config.options),
     )
     changelog = decode(
         source_df,

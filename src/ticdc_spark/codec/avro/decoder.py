@@ -46,7 +46,7 @@ from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
-from ticdc_spark.model import RowKind, TableSchema
+from ticdc_spark.model import RowKind, TableSchema, schema_json
 
 __all__ = ["AvroDecoder", "read_record", "row_kind_and_ts"]
 
@@ -97,12 +97,9 @@ class AvroDecoder(DecoderBase):
     protocol = PROTOCOL
 
     def __init__(self, options: AvroOptions, table_filter: TableFilter | None = None) -> None:
-        from ticdc_spark.changelog import schema_json
-
         self.options = options
         self.registry = registry(options.schema_registry)
         self.table_filter = table_filter
-        self._schema_json = schema_json
         self._records: dict[int, _Record] = {}
         self._plans: dict[bytes, _Plan] = {}
         self._last_value: dict[tuple[str, str], int] = {}  # table -> its last value schema id
@@ -186,7 +183,7 @@ class AvroDecoder(DecoderBase):
         # schemas (a registry numbers schemas in the order they are registered; TiCDC
         # registers a table's new schema with its first row after the change), so that the
         # consumer never takes a table back to an older schema (consume.Planner).
-        text = self._schema_json(replace(table, version=value_id))
+        text = schema_json(replace(table, version=value_id))
         plan = _Plan(self._record(value_id), table, text, table.handle_key)
         if len(self._plans) >= _PLANS_KEPT:
             self._plans.clear()

@@ -9,7 +9,7 @@ schema sent periodically so consumers that join mid-stream can decode its rows.
 The package: :mod:`.options`, :mod:`.wire` (message and table schema layout), :mod:`.dialect`
 (values in JSON and Avro), :mod:`.avro` (the Avro encoding over TiCDC's schema),
 :mod:`.memo` (schemas by version, rows held for theirs), :mod:`.encoder` (with the bootstrap
-cadence), :mod:`.decoder`.
+cadence), :mod:`.decoder`, :mod:`.pipeline` (the Spark pipeline's two halves).
 """
 
 from __future__ import annotations
@@ -18,7 +18,17 @@ from ticdc_spark.codec.catalog import CodecSpec, register
 from ticdc_spark.codec.simple.decoder import SimpleDecoder
 from ticdc_spark.codec.simple.encoder import SimpleEncoder
 from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
+from ticdc_spark.codec.simple.pipeline import RowFinisher, StageDecoder
 
 __all__ = ["SimpleDecoder", "SimpleEncoder", "SimpleOptions"]
 
-register(CodecSpec(PROTOCOL, SimpleOptions, SimpleEncoder, SimpleDecoder))
+register(
+    CodecSpec(
+        PROTOCOL,
+        SimpleOptions,
+        SimpleEncoder,
+        SimpleDecoder,
+        stage_decoder=StageDecoder,
+        finisher=RowFinisher,
+    )
+)

@@ -173,12 +173,38 @@ class SimpleDecoder(DecoderBase):
         if kind in _KINDS:
             if waits is not None:  # (outside `decoding`: the bound's error is no DecodeError)
                 key, full, size = waits  # (full: the message a claim-check pointer named)
-                self.held.add(key, _Held(full, message.position), size)
+                self._wait(key, full, size, message, sink)
             return
-        if event is None:
-            return
+        if event is not None:
+            self._add_schema_event(event, message, sink, where)
+
+    # What a pipeline decoder changes (codec.simple.pipeline): where a row waits for its
+    # schema, and what a BOOTSTRAP or DDL message leaves in the sink.
+
+    def _wait(
+        self, key: SchemaKey, obj: dict[str, Any], size: int, message: Message, sink: RowSink
+    ) -> None:
+        """A row whose schema has not arrived: held, bounded, until a message brings it
+        (``size``: the bytes it holds, the decompressed or fetched message)."""
+        self.held.add(key, _Held(obj, message.position), size)
+
+    def _add_schema_event(
+        self, event: Event, message: Message, sink: RowSink, where: Position
+    ) -> None:
+        """The event, then the held rows whose schema it brought."""
         sink.add_events([event], *where[:3])
         self._release(_schema_keys(event), sink, where)
+
+    def learn(self, schema: TableSchema) -> None:
+        """Know a table schema by its version, as if a BOOTSTRAP had brought it."""
+        key = (schema.database, schema.table, schema.version)
+        known = self.memo.get(key)
+        if known is None or known.schema != schema:
+            self.memo.put(key, _readers(schema, self._values, not self._avro))
+
+    def schemas(self) -> list[TableSchema]:
+        """The table schemas known, by version (oldest learned first)."""
+        return [readers.schema for readers in self.memo.entries.values()]
 
     def _row_at_once(self, message: Message, sink: RowSink) -> bool:
         """The common row (see :meth:`_flat_row`) into ``sink``; False (nothing emitted) for
