@@ -6,7 +6,7 @@ decodes the messages, and times ``orjson.loads`` over the JSON documents of thos
 column is floor time / codec time: 1.0 would mean the protocol logic is free, 0.5 that it
 costs as much as the parsing.  Run it as::
 
-    python benchmarks/codec_bench.py [--rows 20000] [--repeat 3] [--python]
+    python benchmarks/codec_bench.py [--rows 20000] [--repeat 3] [--python] [--only debezium]
 
 ``--python`` keeps the codecs' compiled loops (``ticdc_spark.codec.compiled``) out of use, to
 see what they buy.  Machines here are noisy: compare the ratios, measured side by side in
@@ -28,10 +28,12 @@ from ticdc_spark.codec import Message, compiled, make_decoder, make_encoder
 from ticdc_spark.model import RowChange, TableSchema
 from ticdc_spark.workload import Workload, alltypes_schema, sbtest_schema
 
-PROTOCOLS: list[tuple[str, dict[str, str]]] = [
-    ("open-protocol", {}),
-    ("canal-json", {"enable-tidb-extension": "true"}),
-    ("debezium", {}),
+# (row label, protocol, options)
+PROTOCOLS: list[tuple[str, str, dict[str, str]]] = [
+    ("open-protocol", "open-protocol", {}),
+    ("canal-json", "canal-json", {"enable-tidb-extension": "true"}),
+    ("debezium", "debezium", {}),
+    ("debezium-noschema", "debezium", {"debezium-disable-schema": "true"}),
 ]
 
 
@@ -110,6 +112,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--python", action="store_true", help="the Python loops only")
+    parser.add_argument("--only", help="the protocols whose name starts with this")
     args = parser.parse_args()
     if args.python:
         for module in compiled.users():
@@ -117,7 +120,7 @@ def main() -> None:
     print(f"codecs' compiled loops: {'off' if args.python else compiled.native()}")
 
     header = (
-        f"{'protocol':<14} {'table':<9} {'rows':>6} {'msgs':>6} {'MB':>6} | "
+        f"{'protocol':<17} {'table':<9} {'rows':>6} {'msgs':>6} {'MB':>6} | "
         f"{'enc rows/s':>10} {'enc MB/s':>8} {'dumps MB/s':>10} {'ratio':>5} | "
         f"{'dec rows/s':>10} {'dec MB/s':>8} {'loads MB/s':>10} {'ratio':>5}"
     )
@@ -126,13 +129,15 @@ def main() -> None:
     totals: dict[str, list[float]] = {}
     for table, schema in (("sysbench", sbtest_schema()), ("alltypes", alltypes_schema())):
         rows = rows_for(schema, args.rows)
-        for protocol, options in PROTOCOLS:
+        for label, protocol, options in PROTOCOLS:
+            if args.only and not label.startswith(args.only):
+                continue
             r = measure(protocol, options, rows, args.repeat)
-            acc = totals.setdefault(protocol, [0.0, 0.0, 0.0, 0.0])
+            acc = totals.setdefault(label, [0.0, 0.0, 0.0, 0.0])
             for i, k in enumerate(("encode_s", "dumps_s", "decode_s", "loads_s")):
                 acc[i] += r[k]
             print(
-                f"{protocol:<14} {table:<9} {r['rows']:>6} {r['messages']:>6} {r['mb']:>6.1f} | "
+                f"{label:<17} {table:<9} {r['rows']:>6} {r['messages']:>6} {r['mb']:>6.1f} | "
                 f"{r['rows'] / r['encode_s']:>10,.0f} {r['mb'] / r['encode_s']:>8.1f} "
                 f"{r['mb'] / r['dumps_s']:>10.1f} {r['dumps_s'] / r['encode_s']:>5.2f} | "
                 f"{r['rows'] / r['decode_s']:>10,.0f} {r['mb'] / r['decode_s']:>8.1f} "
@@ -140,8 +145,8 @@ def main() -> None:
             )
     print()
     print("whole workload (both tables): ratio = floor time / codec time")
-    for protocol, (enc, dumps, dec, loads) in totals.items():
-        print(f"  {protocol:<14} encode {dumps / enc:.2f}   decode {loads / dec:.2f}")
+    for label, (enc, dumps, dec, loads) in totals.items():
+        print(f"  {label:<17} encode {dumps / enc:.2f}   decode {loads / dec:.2f}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ not per message: a shape the decoder's ``shape_of`` accepts is fast; every messa
 shape, and every message the scanner marked slow, is decoded by the careful path (the
 ``careful(i)`` callback, which adds message ``i``'s rows to the sink or turns it into a dead
 letter).  The two are merged back into message order, and the ``schema`` column is recomputed
-over the merged rows so that a null still means "as the previous row of this table".
+over the merged rows so that a null still means "as the previous row of this table"
+(:mod:`ticdc_spark.changelog_arrow`, shared with the other Arrow batch paths).
 
 This module knows the changelog only through the sink (``sink.arrow_schema()``,
 ``sink.row_kind``) and the decoder only through ``shape_of``.  Without the compiled module
@@ -22,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ticdc_spark.changelog_arrow import Tables as _Tables
+from ticdc_spark.changelog_arrow import assemble
 from ticdc_spark.codec.base import ChangelogSink
 
 try:
@@ -47,6 +50,7 @@ def decode_batch(
 ) -> Any:
     """The changelog batch of an Arrow batch of Kafka records, or None without the scanner."""
     import numpy as np
+    import pyarrow as pa
 
     if _canal_scan is None:
         return None
@@ -65,9 +69,10 @@ def decode_batch(
     tables = _Tables(sink.row_kind)
     shape_slot = np.array([tables.slot(s[1]) if s else -1 for s in shapes] + [-1], np.int64)
     shape_text = np.array([tables.text(s[0]) if s else -1 for s in shapes] + [-1], np.int64)
-    per_shape = (shape_slot[shape_ids], shape_text[shape_ids])
-    merged, slots, texts, own = _merged(rows, fast, per_shape, careful, sink, tables)
-    return _with_schema(merged, tables, slots, texts, own, sink.row_kind)
+    kept = np.flatnonzero(fast)
+    numbers = (shape_slot[shape_ids][kept], shape_text[shape_ids][kept])
+    fast_rows = rows if len(kept) == n else rows.filter(pa.array(fast))
+    return assemble(fast_rows, kept, numbers, np.flatnonzero(~fast), careful, sink, tables)
 
 
 def _binary(values: Any) -> Any:
@@ -87,41 +92,6 @@ def _scan(values: Any) -> Any:
         return None
     offsets = np.frombuffer(offsets, np.int32, n + 1, values.offset * 4)
     return _canal_scan.scan(data if data is not None else b"", offsets)
-
-
-def _merged(
-    rows: Any,
-    fast: Any,
-    per_shape: tuple[Any, Any],
-    careful: Callable[[int], None],
-    sink: ChangelogSink,
-    tables: _Tables,
-) -> tuple[Any, Any, Any, Any]:
-    """The scanned rows of the fast messages and the careful path's rows of the others, in
-    message order; with each row's table number, schema in effect and own schema (-1: none)."""
-    import numpy as np
-    import pyarrow as pa
-
-    slot_of, text_of = per_shape
-    if fast.all():
-        return rows, slot_of, text_of, np.full(len(fast), -1, np.int64)
-    kept = np.flatnonzero(fast)
-    slow_rows, slow_from = _careful_rows(np.flatnonzero(~fast), careful, sink)
-    order = np.argsort(np.concatenate([kept, slow_from]), kind="stable")
-    merged = pa.concat_batches([rows.filter(pa.array(fast)), slow_rows]).take(order)
-    slow_slots, slow_texts, slow_own = tables.of_rows(slow_rows)
-    slots = np.concatenate([slot_of[kept], slow_slots])[order]
-    texts = np.concatenate([text_of[kept], slow_texts])[order]
-    own = np.concatenate([np.full(len(kept), -1, np.int64), slow_own])[order]
-    return merged, slots, texts, own
-
-
-def _with_schema(merged: Any, tables: _Tables, slots: Any, texts: Any, own: Any, row: str) -> Any:
-    import pyarrow.compute as pc
-
-    is_row = pc.equal(merged.column("kind"), row).to_numpy(zero_copy_only=False)
-    schema = tables.schema_column(slots, texts, own, is_row)
-    return merged.set_column(merged.schema.get_field_index("schema"), "schema", schema)
 
 
 def _strings(offsets: bytes, data: bytes, valid: bytes | None = None) -> Any:
@@ -175,79 +145,3 @@ def _scanned_rows(batch: Any, scan: Any, n: int, sink: ChangelogSink) -> Any:
         "after": _image(scan.after, n),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
-
-
-def _careful_rows(
-    indices: Any, careful: Callable[[int], None], sink: ChangelogSink
-) -> tuple[Any, Any]:
-    """The careful path's rows for messages ``indices``, and the message each row came from."""
-    import numpy as np
-
-    sources: list[int] = []
-    for i in indices.tolist():
-        before = len(sink)
-        careful(i)
-        sources.extend([i] * (len(sink) - before))
-    return sink.to_batch(), np.array(sources, np.int64)
-
-
-class _Tables:
-    """Numbers for tables and schema texts, and the ``schema`` column computed from them."""
-
-    def __init__(self, row_kind: str) -> None:
-        self.row_kind = row_kind  # the changelog's kind of a row change
-        self.slots: dict[tuple[str, str], int] = {}
-        self.texts: dict[str, int] = {}
-
-    def slot(self, table: tuple[str, str]) -> int:
-        return self.slots.setdefault(table, len(self.slots))
-
-    def text(self, schema_text: str) -> int:
-        return self.texts.setdefault(schema_text, len(self.texts))
-
-    def of_rows(self, rows: Any) -> tuple[Any, Any, Any]:
-        """For the careful path's rows: table numbers, the schema in effect for each ROW row
-        (its own, or its table's previous one in the sink's order), and the schema each
-        non-ROW row carries itself (-1: none)."""
-        import numpy as np
-
-        slots, texts, own = [], [], []
-        last: dict[int, int] = {}
-        for kind, database, table, text in zip(
-            *(rows.column(name).to_pylist() for name in ("kind", "database", "table", "schema")),
-            strict=True,
-        ):
-            slot = self.slot((database or "", table or ""))
-            number = -1 if text is None else self.text(text)
-            if number >= 0:
-                last[slot] = number
-            slots.append(slot)
-            texts.append(last.get(slot, -1) if kind == self.row_kind else number)
-            own.append(-1 if kind == self.row_kind else number)
-        return tuple(np.array(column, np.int64) for column in (slots, texts, own))  # type: ignore[return-value]
-
-    def schema_column(self, slots: Any, texts: Any, own: Any, is_row: Any) -> Any:
-        """Each row's schema JSON where its table's schema first appears or changes.
-
-        ``texts`` is the schema in effect for each row (-1: none known); non-ROW rows keep the
-        schema they carry (``own``).  A ROW row writes its schema when the previous row of its
-        table that has one (in this batch) had another.
-        """
-        import numpy as np
-        import pyarrow as pa
-
-        if not self.texts:
-            return pa.nulls(len(slots), pa.string())
-        known = np.flatnonzero(texts >= 0)
-        by_table = np.argsort(slots[known], kind="stable")
-        ordered_slots, ordered_texts = slots[known][by_table], texts[known][by_table]
-        changed = np.ones(len(known), np.bool_)
-        changed[1:] = (ordered_slots[1:] != ordered_slots[:-1]) | (
-            ordered_texts[1:] != ordered_texts[:-1]
-        )
-        write = np.zeros(len(slots), np.bool_)
-        write[known[by_table]] = changed
-        ids = np.where(is_row, texts, own)
-        write = np.where(is_row, write, own >= 0)
-        names = pa.array(list(self.texts), pa.string())
-        return names.take(pa.array(np.where(write, ids, 0), mask=~write))
