@@ -15,7 +15,7 @@ from typing import Any
 
 from ticdc_spark.codec.base import ChangelogSink
 
-__all__ = ["Tables", "assemble", "careful_rows"]
+__all__ = ["CarefulRows", "Tables", "assemble"]
 
 
 def assemble(
@@ -23,32 +23,33 @@ def assemble(
     rows_from: Any,
     numbers: tuple[Any, Any],
     slow: Any,
-    careful: Callable[[int], None],
-    sink: ChangelogSink,
+    careful: CarefulRows,
     tables: Tables,
 ) -> Any:
     """The changelog batch of a batch of messages.
 
     ``rows`` are the fast path's rows (``schema`` null), ``rows_from`` the message each came
     from, ``numbers`` each row's table number and schema text number (:class:`Tables`);
-    ``slow`` are the messages the careful path decodes (ascending).
+    ``slow`` are the messages the careful path is still to decode.
     """
     import numpy as np
     import pyarrow as pa
 
+    for i in slow.tolist():
+        careful.run(i)
     slots, texts = numbers
     in_order = len(rows_from) < 2 or bool((rows_from[1:] > rows_from[:-1]).all())
-    if not len(slow) and in_order:
+    if not careful.sources and in_order:
         merged, own = rows, np.full(len(rows), -1, np.int64)
     else:
-        slow_rows, slow_from = careful_rows(slow, careful, sink)
+        slow_rows, slow_from = careful.rows()
         order = np.argsort(np.concatenate([rows_from, slow_from]), kind="stable")
         merged = pa.concat_batches([rows, slow_rows]).take(order)
         slow_slots, slow_texts, slow_own = tables.of_rows(slow_rows)
         slots = np.concatenate([slots, slow_slots])[order]
         texts = np.concatenate([texts, slow_texts])[order]
         own = np.concatenate([np.full(len(rows), -1, np.int64), slow_own])[order]
-    return _with_schema(merged, tables, slots, texts, own, sink.row_kind)
+    return _with_schema(merged, tables, slots, texts, own, careful.sink.row_kind)
 
 
 def _with_schema(merged: Any, tables: Tables, slots: Any, texts: Any, own: Any, row: str) -> Any:
@@ -59,18 +60,25 @@ def _with_schema(merged: Any, tables: Tables, slots: Any, texts: Any, own: Any, 
     return merged.set_column(merged.schema.get_field_index("schema"), "schema", schema)
 
 
-def careful_rows(
-    indices: Any, careful: Callable[[int], None], sink: ChangelogSink
-) -> tuple[Any, Any]:
-    """The careful path's rows for messages ``indices``, and the message each row came from."""
-    import numpy as np
+class CarefulRows:
+    """The careful path's rows, in the sink, and the message each came from (messages may be
+    decoded in any order: :func:`assemble` puts the rows in message order)."""
 
-    sources: list[int] = []
-    for i in indices.tolist():
-        before = len(sink)
-        careful(i)
-        sources.extend([i] * (len(sink) - before))
-    return sink.to_batch(), np.array(sources, np.int64)
+    def __init__(self, careful: Callable[[int], None], sink: ChangelogSink) -> None:
+        self.careful = careful
+        self.sink = sink
+        self.sources: list[int] = []
+
+    def run(self, i: int) -> None:
+        """Decode message ``i`` with every check (its rows, or its dead letter, go to the sink)."""
+        before = len(self.sink)
+        self.careful(i)
+        self.sources.extend([i] * (len(self.sink) - before))
+
+    def rows(self) -> tuple[Any, Any]:
+        import numpy as np
+
+        return self.sink.to_batch(), np.array(self.sources, np.int64)
 
 
 class Tables:

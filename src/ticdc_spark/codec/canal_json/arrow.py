@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ticdc_spark.changelog_arrow import Tables as _Tables
-from ticdc_spark.changelog_arrow import assemble
+from ticdc_spark.changelog_arrow import CarefulRows, assemble
 from ticdc_spark.codec.base import ChangelogSink
 
 try:
@@ -72,7 +72,8 @@ def decode_batch(
     kept = np.flatnonzero(fast)
     numbers = (shape_slot[shape_ids][kept], shape_text[shape_ids][kept])
     fast_rows = rows if len(kept) == n else rows.filter(pa.array(fast))
-    return assemble(fast_rows, kept, numbers, np.flatnonzero(~fast), careful, sink, tables)
+    slow = np.flatnonzero(~fast)
+    return assemble(fast_rows, kept, numbers, slow, CarefulRows(careful, sink), tables)
 
 
 def _binary(values: Any) -> Any:

@@ -31,6 +31,8 @@ import orjson
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import LRUCache, decoding, loads, require_dict, str_field
 from ticdc_spark.codec.convert import NORMALIZED, Converter
+from ticdc_spark.codec.debezium.batch import TICDC_HEAD, TICDC_SCHEMA, decode_batch
+from ticdc_spark.codec.debezium.batch import key_schema_text as _key_schema_text
 from ticdc_spark.codec.debezium.connect import read_field
 from ticdc_spark.codec.debezium.dialect import DEBEZIUM
 from ticdc_spark.codec.debezium.options import CHECKPOINT_OP, PROTOCOL, DebeziumOptions
@@ -64,8 +66,7 @@ _INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE
 _TSO_END = 1 << 64
 _KINDS = {"c": RowKind.INSERT, "r": RowKind.INSERT, "u": RowKind.UPDATE, "d": RowKind.DELETE}
 _ENVELOPE_KEYS = frozenset(("payload", "schema"))
-_TICDC_HEAD = b'{"payload":'
-_TICDC_SCHEMA = b',"schema":'
+_TICDC_HEAD, _TICDC_SCHEMA = TICDC_HEAD, TICDC_SCHEMA
 Image = dict[str, Any] | None
 
 
@@ -224,59 +225,12 @@ class DebeziumDecoder(DecoderBase):
     def decode_arrow_batch(
         self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
     ) -> Any:
-        """The changelog batch of an Arrow batch of Kafka records.
-
-        TiCDC writes a row's value as ``{"payload":{..},"schema":{..}}`` and its key the same
-        way: for such a record whose schemas (as text) name a known table shape, only the
-        payload is parsed, and its images become changelog text with the shape's
-        converters.  Every other record goes through ``careful(i)``, the one decode path with
-        every check, which also learns the shapes this path then takes.
-        """
+        """The changelog batch of an Arrow batch of Kafka records: TiCDC's records of the
+        table shapes ``careful(i)`` (the one decode path with every check, for every other
+        record) has planned are read column by column (:mod:`.batch`)."""
         if self._compressed or self._keep is not None:
             return None
-        keys = batch.column("key").to_pylist()
-        values = batch.column("value").to_pylist()
-        topics = batch.column("topic").to_pylist()
-        partitions = batch.column("partition").to_pylist()
-        offsets = batch.column("offset").to_pylist()
-        append_row, shapes = sink.append_row, _Shapes(self._shapes)
-        for i, value in enumerate(values):
-            try:
-                plan, payload = shapes.payload(keys[i], value)
-                kind = _SHORT_OPS[payload["op"]]
-                source = payload["source"]
-                ts = source["commit_ts"]
-                if type(ts) is not int or not 0 < ts < _TSO_END:
-                    raise ValueError("commit ts")
-                texts = plan.texts
-                before, after = payload["before"], payload["after"]
-                before = (
-                    None
-                    if before is None
-                    else {n: None if v is None else texts[n](v) for n, v in before.items()}
-                )
-                after = (
-                    None
-                    if after is None
-                    else {n: None if v is None else texts[n](v) for n, v in after.items()}
-                )
-                if (kind == "DELETE") != (after is None) or (kind != "INSERT") != (
-                    before is not None
-                ):
-                    raise ValueError("images")
-                text = plan.changelog_schema
-                if text is None:
-                    text = plan.changelog_schema = sink.schema_text(plan.schema) or ""
-                schema = plan.schema
-                database, table = source["db"], source["table"]
-                if (database, table) != (schema.database, schema.table):
-                    raise ValueError("another table")
-            except _NOT_SHORT:
-                careful(i)
-                continue
-            position = (topics[i], partitions[i] or 0, offsets[i] or 0, 0)
-            append_row(kind, database, table, ts, before, after, text, position)
-        return sink.to_batch()
+        return decode_batch(self._shapes, batch, careful, sink)
 
     # one message ------------------------------------------------------------------------------
 
@@ -438,53 +392,6 @@ class DebeziumDecoder(DecoderBase):
         if slot not in self._warned and len(self._warned) < 100_000:
             self._warned.add(slot)
             log.warning(text, PROTOCOL, f"{database}.{table}")
-
-
-_SHORT_OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}  # (no "r": TiCDC sends none)
-_NOT_SHORT = (LookupError, TypeError, AttributeError, ValueError, DecodeError)
-
-
-def _key_schema_text(key: bytes | None) -> bytes | None:
-    """The ``,"schema":{..}}`` tail of a key TiCDC wrote (None for other keys)."""
-    if not key or not key.startswith(_TICDC_HEAD):
-        return None
-    at = key.rfind(_TICDC_SCHEMA)
-    return key[at:] if at > 0 else None
-
-
-class _Shapes:
-    """Finds the known shape of a record TiCDC wrote with its schemas; the last one found is
-    tried first, by comparing the record's tails with its schema texts (no copy, no hash)."""
-
-    def __init__(self, shapes: LRUCache[tuple[bytes, bytes], _Plan]) -> None:
-        self.shapes = shapes
-        self.last: tuple[bytes, bytes, _Plan] | None = None
-
-    def _find(self, key: bytes, value: bytes) -> tuple[_Plan, int]:
-        key_schema = _key_schema_text(key)
-        end = value.rfind(_TICDC_SCHEMA)
-        if key_schema is None or end <= 0:
-            raise LookupError("not TiCDC's layout")
-        schema = value[end:]
-        plan = self.shapes.get((schema, key_schema))
-        if plan is None:
-            raise LookupError("an unknown shape")
-        self.last = (schema, key_schema, plan)
-        return plan, end
-
-    def payload(self, key: bytes | None, value: bytes) -> tuple[_Plan, dict[str, Any]]:
-        """The shape and parsed payload; raises LookupError for a record it does not know."""
-        if not key or not value.startswith(_TICDC_HEAD):
-            raise LookupError("not TiCDC's layout")
-        last = self.last
-        if last is not None and value.endswith(last[0]) and key.endswith(last[1]):
-            plan, end = last[2], len(value) - len(last[0])
-        else:
-            plan, end = self._find(key, value)
-        payload = orjson.loads(value[len(_TICDC_HEAD) : end])
-        if type(payload) is not dict:
-            raise TypeError("payload")
-        return plan, payload
 
 
 _NO_SCHEMA = (

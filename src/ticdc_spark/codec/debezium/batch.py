@@ -1,0 +1,287 @@
+"""Debezium's Arrow batch path: TiCDC's records of known table shapes, column by column.
+
+TiCDC writes a row's value as ``{"payload":{..},"schema":{..}}`` and its key the same way.
+The records of one batch whose schema texts (the value's and the key's tails) are those of a
+table shape the careful path has planned are found with Arrow's ``ends_with`` over the whole
+batch, shape by shape; only their payloads are parsed (msgspec, straight from the Arrow
+buffer, into typed structs that skip the ``source`` fields the changelog does not need); their
+images become changelog text with the shape's converters over all the batch's values at once,
+and the changelog columns are built from lists.  Every other record, and any record whose
+payload is not what the fast path expects (a value of another JSON type, a nested value, an
+integer past int64, a missing image, another table), goes through ``careful(i)``, the one
+decode path with every check, which also learns the shapes.  The two are merged back into
+record order by :func:`ticdc_spark.changelog_arrow.assemble`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from itertools import chain
+from typing import TYPE_CHECKING, Annotated, Any
+
+import msgspec
+
+from ticdc_spark.changelog_arrow import CarefulRows, Tables, assemble
+from ticdc_spark.codec.base import ChangelogSink
+from ticdc_spark.codec.common import LRUCache
+
+if TYPE_CHECKING:
+    from ticdc_spark.codec.debezium.decoder import _Plan
+
+__all__ = ["TICDC_HEAD", "TICDC_SCHEMA", "decode_batch", "key_schema_text"]
+
+TICDC_HEAD = b'{"payload":'
+TICDC_SCHEMA = b',"schema":'
+_MAX_SHAPES = 32  # (per batch: the records of further shapes take the careful path)
+
+# A JSON value the fast path reads: the careful path parses with orjson, which reads an integer
+# past 64 bits as a float, so integers past int64 (and nested values) go there.
+Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+Value = str | Int64 | float | bool | None
+
+
+class _Source(msgspec.Struct):
+    db: str
+    table: str
+    commit_ts: Int64
+
+
+class _Payload(msgspec.Struct):
+    op: str
+    source: _Source
+    before: dict[str, Value] | None = None
+    after: dict[str, Value] | None = None
+
+
+_PAYLOAD = msgspec.json.Decoder(_Payload)
+_NOT_TAKEN = (msgspec.DecodeError, msgspec.ValidationError)
+_OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}  # (no "r": TiCDC sends no snapshot reads)
+_CONVERSION = (LookupError, TypeError, AttributeError, ValueError, ArithmeticError)
+Shapes = LRUCache[tuple[bytes, bytes], "_Plan"]
+Image = dict[str, Any] | None
+
+
+def key_schema_text(key: bytes | None) -> bytes | None:
+    """The ``,"schema":{..}}`` tail of a key TiCDC wrote (None for other keys)."""
+    if not key or not key.startswith(TICDC_HEAD):
+        return None
+    at = key.rfind(TICDC_SCHEMA)
+    return key[at:] if at > 0 else None
+
+
+def decode_batch(
+    shapes: Shapes, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
+) -> Any:
+    """The changelog batch of an Arrow batch of Kafka records (see the module)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values, keys = _binary(batch.column("value")), _binary(batch.column("key"))
+    n = len(values)
+    candidate = pc.and_(pc.starts_with(values, TICDC_HEAD), pc.starts_with(keys, TICDC_HEAD))
+    undecided = candidate.fill_null(False).to_numpy(zero_copy_only=False).copy()
+    slow = [np.flatnonzero(~undecided)]
+    slow_careful = CarefulRows(careful, sink)
+    reader = _Reader(values, batch, sink, Tables(sink.row_kind))
+    for _ in range(n):
+        left = np.flatnonzero(undecided)
+        if not len(left):
+            break
+        first = int(left[0])
+        tails = _tails(values[first].as_py(), keys[first].as_py())
+        plan = None if tails is None else shapes.get(tails)
+        if plan is None or len(reader.parts) >= _MAX_SHAPES:
+            slow_careful.run(first)  # (learns the shape, if it is TiCDC's)
+            undecided[first] = False
+            continue
+        at = pa.array(left)
+        match = pc.and_(
+            pc.ends_with(values.take(at), tails[0]), pc.ends_with(keys.take(at), tails[1])
+        )
+        taken = left[match.to_numpy(zero_copy_only=False)]
+        undecided[taken] = False
+        slow.append(reader.read(plan, taken, len(tails[0])))
+    if not reader.parts:
+        rows = pa.RecordBatch.from_pylist([], schema=sink.arrow_schema())
+        numbers = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        rows_from = np.zeros(0, np.int64)
+    else:
+        rows = pa.concat_batches([part[0] for part in reader.parts])
+        rows_from = np.concatenate([part[1] for part in reader.parts])
+        numbers = (
+            np.concatenate([part[2] for part in reader.parts]),
+            np.concatenate([part[3] for part in reader.parts]),
+        )
+    pending = np.sort(np.concatenate(slow))
+    return assemble(rows, rows_from, numbers, pending, slow_careful, reader.tables)
+
+
+def _binary(column: Any) -> Any:
+    import pyarrow as pa
+
+    return column if pa.types.is_binary(column.type) else column.cast(pa.binary())
+
+
+def _tails(value: bytes, key: bytes) -> tuple[bytes, bytes] | None:
+    """The schema texts ending a record TiCDC wrote: the value's and the key's."""
+    at = value.rfind(TICDC_SCHEMA)
+    key_tail = key_schema_text(key)
+    if at <= 0 or key_tail is None:
+        return None
+    return value[at:], key_tail
+
+
+class _Reader:
+    """Reads the records of one shape at a time into changelog rows (``parts``)."""
+
+    def __init__(self, values: Any, batch: Any, sink: ChangelogSink, tables: Tables) -> None:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        _, offsets, data = values.buffers()
+        self.offsets = np.frombuffer(offsets, np.int32, len(values) + 1, values.offset * 4)
+        self.data = memoryview(data if data is not None else b"")
+        self.positions = (
+            pc.fill_null(batch.column("topic"), ""),
+            pc.fill_null(batch.column("partition"), 0).cast(pa.int32()),
+            pc.fill_null(batch.column("offset"), 0).cast(pa.int64()),
+        )
+        self.sink = sink
+        self.tables = tables
+        self.parts: list[tuple[Any, Any, Any, Any]] = []
+
+    def read(self, plan: _Plan, records: Any, tail: int) -> Any:
+        """Adds the rows of ``records`` (of ``plan``'s shape, whose schema text is ``tail``
+        bytes long) to ``parts``; returns the records the careful path must decode."""
+        import numpy as np
+
+        schema = plan.schema
+        table = (schema.database, schema.table)
+        starts, ends = self.offsets[records] + len(TICDC_HEAD), self.offsets[records + 1] - tail
+        kept, rows, slow = _payload_rows(self.data, records, starts, ends, table)
+        texts, bad = _texts(plan, rows)
+        if bad:
+            slow.extend(kept[i] for i in bad)
+            good = [i for i in range(len(kept)) if i not in bad]
+            kept, rows = [kept[i] for i in good], [rows[i] for i in good]
+            texts, _ = _texts(plan, rows)
+        if kept:
+            text = plan.changelog_schema
+            if text is None:
+                text = plan.changelog_schema = self.sink.schema_text(schema) or ""
+            rows_from = np.array(kept, np.int64)
+            batch = self._batch(table, rows, texts, rows_from)
+            count = len(kept)
+            slots = np.full(count, self.tables.slot(table), np.int64)
+            self.parts.append((batch, rows_from, slots, np.full(count, self.tables.text(text))))
+        return np.array(slow, np.int64)
+
+    def _batch(self, table: tuple[str, str], rows: list[Any], texts: Any, kept: Any) -> Any:
+        import numpy as np
+        import pyarrow as pa
+
+        count = len(rows)
+        text, binary = pa.string(), pa.binary()
+        at = pa.array(kept)
+        topic, partition, offset = (column.take(at) for column in self.positions)
+        before_texts, after_texts = texts
+        columns = {
+            "kind": pa.repeat(pa.scalar(self.sink.row_kind), count),
+            "op": pa.array([row[0] for row in rows], text),
+            "database": pa.repeat(pa.scalar(table[0]), count),
+            "table": pa.repeat(pa.scalar(table[1]), count),
+            "commit_ts": pa.array([row[1] for row in rows], pa.int64()),
+            "schema": pa.nulls(count, text),
+            "key_only": pa.array(np.zeros(count, np.bool_)),
+            "sql": pa.nulls(count, text),
+            "ddl_type": pa.nulls(count, text),
+            "topic": topic,
+            "partition": partition,
+            "offset": offset,
+            "seq": pa.array(np.zeros(count, np.int32)),
+            "error": pa.nulls(count, text),
+            "key": pa.nulls(count, binary),
+            "value": pa.nulls(count, binary),
+            "before": _map_column([row[2] for row in rows], before_texts),
+            "after": _map_column([row[3] for row in rows], after_texts),
+        }
+        schema = self.sink.arrow_schema()
+        return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+Row = tuple[str, int, Image, Image]  # op, commit ts, before, after (wire values)
+
+
+def _payload_rows(
+    data: memoryview, records: Any, starts: Any, ends: Any, table: tuple[str, str]
+) -> tuple[list[int], list[Row], list[int]]:
+    """The records whose payload the fast path takes, their rows, and the others."""
+    kept: list[int] = []
+    rows: list[Row] = []
+    slow: list[int] = []
+    for i, start, end in zip(records.tolist(), starts.tolist(), ends.tolist(), strict=True):
+        try:
+            payload = _PAYLOAD.decode(data[start:end])
+        except _NOT_TAKEN:
+            slow.append(i)
+            continue
+        op, source = _OPS.get(payload.op), payload.source
+        before, after = payload.before, payload.after
+        if (
+            op is None
+            or source.commit_ts <= 0
+            or (source.db, source.table) != table
+            or (op == "DELETE") != (after is None)
+            or (op != "INSERT") != (before is not None)
+        ):
+            slow.append(i)
+            continue
+        kept.append(i)
+        rows.append((op, source.commit_ts, before, after))
+    return kept, rows, slow
+
+
+def _texts(plan: _Plan, rows: list[Row]) -> tuple[tuple[list[Any], list[Any]], set[int]]:
+    """The changelog text of the rows' before and after values (flat, in order), and the rows
+    (by position) a value of which the shape's converters refuse."""
+    try:
+        return (_values(plan, (row[2] for row in rows)), _values(plan, (row[3] for row in rows))), set()
+    except _CONVERSION:
+        pass
+    bad = set()
+    for i, row in enumerate(rows):
+        try:
+            _values(plan, row[2:])
+        except _CONVERSION:
+            bad.add(i)
+    return ([], []), bad
+
+
+def _values(plan: _Plan, images: Iterable[Image]) -> list[Any]:
+    texts = plan.texts
+    return [
+        None if v is None else texts[name](v)
+        for image in images
+        if image is not None
+        for name, v in image.items()
+    ]
+
+
+def _map_column(images: list[Image], texts: list[Any]) -> Any:
+    """A before/after column: the images' column names with the values' texts."""
+    import numpy as np
+    import pyarrow as pa
+
+    present = [image for image in images if image is not None]
+    lengths = np.fromiter((0 if image is None else len(image) for image in images), np.int32)
+    offsets = np.zeros(len(images) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.MapArray.from_arrays(
+        pa.array(offsets),
+        pa.array(list(chain.from_iterable(present)), pa.string()),
+        pa.array(texts, pa.string()),
+        type=pa.map_(pa.string(), pa.string()),
+        mask=pa.array([image is None for image in images]),
+    )
