@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -74,19 +75,33 @@ class _Plan:
     """A table shape: its schema and, per column, the reader of its wire value and the
     changelog text of it."""
 
-    __slots__ = ("changelog_schema", "readers", "schema", "texts")
+    __slots__ = ("changelog_schema", "passes", "readers", "schema", "texts")
 
-    def __init__(self, schema: TableSchema, readers: dict[str, Converter]) -> None:
+    def __init__(
+        self,
+        schema: TableSchema,
+        readers: dict[str, Converter],
+        passes: dict[str, type] | None = None,
+    ) -> None:
         self.schema = schema
         self.readers = readers
         self.changelog_schema: str | None = None  # (the changelog's schema JSON, once asked)
         self.texts = {c.name: _text_of(readers[c.name], c.type) for c in schema.columns}
+        # (column, JSON type) pairs whose values the readers return unchanged (for guessed
+        # columns only: their readers are type checks, or conversions of the other types)
+        self.passes = (
+            None
+            if passes is None
+            else frozenset(chain(passes.items(), ((name, _NONE) for name in readers)))
+        )
 
     def image(self, raw: Any, text: bool) -> Image:
         if raw is None:
             return None
         if type(raw) is not dict:
             raise DecodeError(f"a row image must be an object, got {type(raw).__name__}")
+        if not text and self.passes is not None and self._unchanged(raw):
+            return raw  # (every value is what its reader would return: no per-value calls)
         convert = self.texts if text else self.readers
         try:
             return {name: None if v is None else convert[name](v) for name, v in raw.items()}
@@ -94,6 +109,11 @@ class _Plan:
             raise DecodeError(
                 f"column {missing.args[0]!r} is not in the schema of {self.schema.qualified_name}"
             ) from None
+
+    def _unchanged(self, raw: dict[str, Any]) -> bool:
+        """Whether each value of ``raw`` is null or of the type its column's reader returns
+        unchanged (one set test, no call per value)."""
+        return self.passes.issuperset(zip(raw, map(type, raw.values())))  # type: ignore[union-attr]
 
 
 def _text_of(read: Converter, ctype: ColumnType) -> Converter:
@@ -153,7 +173,8 @@ class _Guess:
         if changed or self.plan is None:
             columns = [Column(name, t) for name, (t, _) in self.types.items()]
             readers = {name: reader for name, (_, reader) in self.types.items()}
-            self.plan = _Plan(_schema(database, table, columns, key), readers)
+            passes = {name: _PASSES[reader] for name, reader in readers.items() if reader in _PASSES}
+            self.plan = _Plan(_schema(database, table, columns, key), readers, passes)
             self.key = key
         return self.plan
 
@@ -194,6 +215,17 @@ _GUESSES: dict[type, tuple[ColumnType, Converter]] = {
     dict: (ColumnType("json"), _json_text),
     list: (ColumnType("json"), _json_text),
 }
+
+
+# The JSON type each guessed reader returns unchanged.
+_PASSES: dict[Converter, type] = {
+    _UNKNOWN[1]: str,
+    _INTEGER[1]: int,
+    _DOUBLE[1]: float,
+    _GUESSES[str][1]: str,
+    _json_text: str,
+}
+_NONE = type(None)
 
 
 def _guess(value: Any) -> tuple[ColumnType, Converter] | None:
