@@ -251,8 +251,11 @@ class DebeziumDecoder(DecoderBase):
         self._warned: set[tuple[str, str, str]] = set()
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
-        with decoding(PROTOCOL, message):
+        try:
             self._message_into(message, sink)
+        except Exception:
+            with decoding(PROTOCOL, message):  # (entered on failure only: it costs per call)
+                raise
 
     def decode_arrow_batch(
         self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
