@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ticdc_spark.changelog_arrow import Tables as _Tables
 from ticdc_spark.changelog_arrow import CarefulRows, assemble
+from ticdc_spark.changelog_arrow import Tables as _Tables
 from ticdc_spark.codec.base import ChangelogSink
 
 try:

@@ -82,7 +82,7 @@ def decode_batch(
     candidate = pc.and_(pc.starts_with(values, TICDC_HEAD), pc.starts_with(keys, TICDC_HEAD))
     undecided = candidate.fill_null(False).to_numpy(zero_copy_only=False).copy()
     slow = [np.flatnonzero(~undecided)]
-    slow_careful = CarefulRows(careful, sink)
+    carefully = CarefulRows(careful, sink)
     reader = _Reader(values, batch, sink, Tables(sink.row_kind))
     for _ in range(n):
         left = np.flatnonzero(undecided)
@@ -90,9 +90,9 @@ def decode_batch(
             break
         first = int(left[0])
         tails = _tails(values[first].as_py(), keys[first].as_py())
-        plan = None if tails is None else shapes.get(tails)
-        if plan is None or len(reader.parts) >= _MAX_SHAPES:
-            slow_careful.run(first)  # (learns the shape, if it is TiCDC's)
+        plan = None if tails is None or len(reader.parts) >= _MAX_SHAPES else shapes.get(tails)
+        if tails is None or plan is None:
+            carefully.run(first)  # (learns the shape, if it is TiCDC's)
             undecided[first] = False
             continue
         at = pa.array(left)
@@ -114,7 +114,7 @@ def decode_batch(
             np.concatenate([part[3] for part in reader.parts]),
         )
     pending = np.sort(np.concatenate(slow))
-    return assemble(rows, rows_from, numbers, pending, slow_careful, reader.tables)
+    return assemble(rows, rows_from, numbers, pending, carefully, reader.tables)
 
 
 def _binary(column: Any) -> Any:
@@ -247,7 +247,10 @@ def _texts(plan: _Plan, rows: list[Row]) -> tuple[tuple[list[Any], list[Any]], s
     """The changelog text of the rows' before and after values (flat, in order), and the rows
     (by position) a value of which the shape's converters refuse."""
     try:
-        return (_values(plan, (row[2] for row in rows)), _values(plan, (row[3] for row in rows))), set()
+        return (
+            _values(plan, (row[2] for row in rows)),
+            _values(plan, (row[3] for row in rows)),
+        ), set()
     except _CONVERSION:
         pass
     bad = set()

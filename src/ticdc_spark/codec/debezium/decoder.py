@@ -113,7 +113,8 @@ class _Plan:
     def _unchanged(self, raw: dict[str, Any]) -> bool:
         """Whether each value of ``raw`` is null or of the type its column's reader returns
         unchanged (one set test, no call per value)."""
-        return self.passes.issuperset(zip(raw, map(type, raw.values())))  # type: ignore[union-attr]
+        passes = self.passes or frozenset()
+        return passes.issuperset(zip(raw, map(type, raw.values()), strict=True))
 
 
 def _text_of(read: Converter, ctype: ColumnType) -> Converter:
@@ -173,7 +174,9 @@ class _Guess:
         if changed or self.plan is None:
             columns = [Column(name, t) for name, (t, _) in self.types.items()]
             readers = {name: reader for name, (_, reader) in self.types.items()}
-            passes = {name: _PASSES[reader] for name, reader in readers.items() if reader in _PASSES}
+            passes = {
+                name: _PASSES[reader] for name, reader in readers.items() if reader in _PASSES
+            }
             self.plan = _Plan(_schema(database, table, columns, key), readers, passes)
             self.key = key
         return self.plan
