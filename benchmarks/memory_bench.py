@@ -146,9 +146,20 @@ def produce(rows: int, where: Path, ddl_every: int) -> int:
         shutil.rmtree(where / "producing", ignore_errors=True)
         subprocess.run(
             _cli(
-                "produce", "-p", "canal-json", *OPTIONS, "--to", str(where / "producing"),
-                "--expected", str(where / "expected"), "--rows", str(rows), "--tables", "4",
-                "--ddl-every", str(ddl_every),
+                "produce",
+                "-p",
+                "canal-json",
+                *OPTIONS,
+                "--to",
+                str(where / "producing"),
+                "--expected",
+                str(where / "expected"),
+                "--rows",
+                str(rows),
+                "--tables",
+                "4",
+                "--ddl-every",
+                str(ddl_every),
             ),
             env=_env(),
             check=True,
@@ -166,9 +177,20 @@ def replicate(where: Path, messages: int, bounded: bool, extra: list[str]) -> Ru
     for leftover in (target, checkpoint):  # a run from scratch
         shutil.rmtree(leftover, ignore_errors=True)
     command = _cli(
-        "replicate", "--source", str(where / "capture"), "-p", "canal-json", *OPTIONS,
-        "--target", f"delta:{target}", "--checkpoint", str(checkpoint), "--trigger", "once",
-        *([] if bounded else UNBOUNDED), *extra,
+        "replicate",
+        "--source",
+        str(where / "capture"),
+        "-p",
+        "canal-json",
+        *OPTIONS,
+        "--target",
+        f"delta:{target}",
+        "--checkpoint",
+        str(checkpoint),
+        "--trigger",
+        "once",
+        *([] if bounded else UNBOUNDED),
+        *extra,
     )
     started = time.perf_counter()
     peak, done = Peak(), threading.Event()
@@ -201,16 +223,30 @@ def _verdict(verified: bool | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, nargs="+", default=[100_000, 2_000_000],
-                        help="backlog sizes, in changes (row messages; plus DDL and watermarks)")
-    parser.add_argument("--unbounded", action="store_true",
-                        help="also run each backlog with the bounds lifted")
-    parser.add_argument("--ddl-every", type=int, default=0,
-                        help="produce's --ddl-every (default none: each ALTER TABLE ADD COLUMN "
-                        "rewrites its table, which costs time, not driver memory)")
+    parser.add_argument(
+        "--messages",
+        type=int,
+        nargs="+",
+        default=[100_000, 2_000_000],
+        help="backlog sizes, in changes (row messages; plus DDL and watermarks)",
+    )
+    parser.add_argument(
+        "--unbounded", action="store_true", help="also run each backlog with the bounds lifted"
+    )
+    parser.add_argument(
+        "--ddl-every",
+        type=int,
+        default=0,
+        help="produce's --ddl-every (default none: each ALTER TABLE ADD COLUMN "
+        "rewrites its table, which costs time, not driver memory)",
+    )
     parser.add_argument("--work", type=Path, default=None, help="keep the files here")
-    parser.add_argument("--replicate-arg", action="append", default=[],
-                        help="passed to replicate (e.g. --replicate-arg=--serial-apply)")
+    parser.add_argument(
+        "--replicate-arg",
+        action="append",
+        default=[],
+        help="passed to replicate (e.g. --replicate-arg=--serial-apply)",
+    )
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="memory-bench-"))
     runs: list[Run] = []
@@ -229,9 +265,11 @@ def main() -> None:
                 flush=True,
             )
     print(f"\nfiles in {work}\n")
-    print("| backlog (messages) | bounds | micro-batches | seconds | peak RSS, process tree "
-          "| peak JVM (committed heap) | peak Python (driver + workers) | peak driver Python "
-          "| tables verified |")
+    print(
+        "| backlog (messages) | bounds | micro-batches | seconds | peak RSS, process tree "
+        "| peak JVM (committed heap) | peak Python (driver + workers) | peak driver Python "
+        "| tables verified |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         print(

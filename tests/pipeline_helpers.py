@@ -9,7 +9,7 @@ from typing import Any
 
 from ticdc_spark.apply import Applier, StateStore
 from ticdc_spark.changelog import ChangelogBuilder
-from ticdc_spark.codec import Message, make_decoder, make_encoder
+from ticdc_spark.codec import Message, get_codec, make_decoder, make_encoder
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.produce import Producer
 from ticdc_spark.sinks.base import TableSink, live
@@ -89,7 +89,14 @@ def run_batches(
     mode: str = "consistent",
     start: int = 0,
 ) -> Applier:
-    applier = Applier(sink, StateStore(checkpoint), mode=mode)
+    spec = get_codec(protocol)
+    applier = Applier(
+        sink,
+        StateStore(checkpoint),
+        mode=mode,
+        rows_define_schema=not spec.ddl,
+        place_by_position=not spec.commit_ts,
+    )
     for number, batch in enumerate(batches, start):
         applier.apply(changelog(batch, protocol, options), number)
     return applier

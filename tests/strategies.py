@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from hypothesis import strategies as st
@@ -95,7 +95,9 @@ def values_of(draw: st.DrawFn, ctype: ColumnType) -> Any:
         precision, scale = ctype.length or 10, ctype.decimal or 0
         digits = draw(st.integers(0, 10**precision - 1))
         sign = draw(st.sampled_from(("", "-")))
-        return Decimal(sign + str(digits)).scaleb(-scale)
+        # (scaleb in a context of 65 digits: the default 28 would round the value out of
+        # its precision)
+        return Decimal(sign + str(digits)).scaleb(-scale, Context(prec=65))
     if family is Family.STRING:
         return draw(st.text(st.characters(codec="utf-8"), max_size=20))
     if family is Family.BYTES:

@@ -129,7 +129,7 @@ def test_compressed_values(method: str) -> None:
 
 
 def test_registry_names_and_errors() -> None:
-    assert {"canal-json", "debezium", "open-protocol"} <= set(protocols())
+    assert {"avro", "canal-json", "debezium", "open-protocol", "simple"} <= set(protocols())
     assert protocols() == sorted(protocols())
     with pytest.raises(UnknownProtocolError, match=r"canal-json, .*open-protocol"):
         make_decoder("maxwell")

@@ -308,8 +308,13 @@ class Applier:
         on_error: str = "dead-letter",
         partitions: tuple[str, ...] = (),
         track_commits: bool = False,
+        rows_define_schema: bool = False,
+        place_by_position: bool = False,
     ) -> None:
         self.sink = sink
+        # (protocols without DDL, and without watermarks: Avro; see consume.Planner)
+        self.rows_define_schema = rows_define_schema
+        self.place_by_position = place_by_position
         self.store = store
         self.mode = mode
         self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
@@ -323,7 +328,13 @@ class Applier:
         started = time.perf_counter()
         set_batch(batch)
         state = self.store.load(batch)
-        planner = Planner(self.mode, state, self.partitions)
+        planner = Planner(
+            self.mode,
+            state,
+            self.partitions,
+            rows_define_schema=self.rows_define_schema,
+            place_by_position=self.place_by_position,
+        )
         plan = planner.plan(changelog)
         report = BatchReport(
             batch,

@@ -22,7 +22,13 @@ import orjson
 
 from ticdc_spark.codec import Message, make_decoder, make_encoder, protocols
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
-from ticdc_spark.errors import CaptureError, ConfigError, DecodeError, EncodeError
+from ticdc_spark.errors import (
+    CaptureError,
+    ConfigError,
+    DecodeError,
+    EncodeError,
+    RegistryError,
+)
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.capture import read_capture, read_json_lines, read_values
 from ticdc_spark.normalized import event_from_json, event_to_json
@@ -50,6 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BadInput, ConfigError, CaptureError, DecodeError, EncodeError) as exc:
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except RegistryError as exc:  # (the input may be fine: the registry is down or refused)
+        print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except BrokenPipeError:  # e.g. piped into `head`
         with contextlib.suppress(Exception):
             sys.stdout = None
@@ -96,6 +105,25 @@ def _codec_arguments(parser: argparse.ArgumentParser) -> None:
         "-o",
         help="a TiCDC codec option such as enable-tidb-extension=true (repeatable)",
     )
+    _registry_argument(parser)
+
+
+def _registry_argument(parser: argparse.ArgumentParser) -> None:
+    """TiCDC's --schema-registry (the avro protocol's codec option schema-registry)."""
+    parser.add_argument(
+        "--schema-registry",
+        metavar="URL",
+        help="Confluent Schema Registry for the avro protocol: http(s)://[user:password@]"
+        "host:port (URL-encoded), or mock://NAME (confluent-kafka's in-process registry)",
+    )
+
+
+def _codec_options(args: argparse.Namespace) -> dict[str, str]:
+    """The --option pairs, with --schema-registry as the option schema-registry."""
+    options = parse_key_values(args.option)
+    if getattr(args, "schema_registry", None):
+        options["schema-registry"] = args.schema_registry
+    return options
 
 
 def _key_values_argument(parser: argparse.ArgumentParser, *flags: str, help: str) -> None:
@@ -166,9 +194,7 @@ def _run_decode(args: argparse.Namespace) -> int:
     Decode a capture file (JSON Lines of Kafka records) or, with --values, a file of message
     values one per line; print one normalized JSON event per line.
     """
-    decoder = make_decoder(
-        args.protocol, parse_key_values(args.option), table_filter=_table_filter(args)
-    )
+    decoder = make_decoder(args.protocol, _codec_options(args), table_filter=_table_filter(args))
     skipped = 0
     with _open_in(args.input) as source, _open_out(args.output) as out:
         name = "stdin" if args.input == "-" else args.input
@@ -186,7 +212,20 @@ def _run_decode(args: argparse.Namespace) -> int:
                 out.write(orjson.dumps(event_to_json(event)) + b"\n")
     if skipped:
         print(f"ticdc-spark decode: {skipped} bad record(s) skipped", file=sys.stderr)
-    return EXIT_OK
+    return _report_waiting(decoder)
+
+
+def _report_waiting(decoder: Any) -> int:
+    """Rows a decoder still holds at the end of the input (Simple: their schema never came)
+    are reported, and the exit code says so: they were not lost silently."""
+    waiting = getattr(decoder, "waiting", None)
+    held = waiting() if waiting is not None else []
+    if not held:
+        return EXIT_OK
+    from ticdc_spark.codec.simple.memo import describe_waiting
+
+    print(f"ticdc-spark decode: not decoded, no schema: {describe_waiting(held)}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def _guard_capture(reader: Iterator[Message], on_error: str) -> Iterator[Message]:
@@ -223,7 +262,7 @@ def _run_encode(args: argparse.Namespace) -> int:
     """
     if args.partitions < 1:
         raise ConfigError("--partitions must be at least 1")
-    encoder = make_encoder(args.protocol, parse_key_values(args.option))
+    encoder = make_encoder(args.protocol, _codec_options(args))
     with _open_in(args.input) as source, _open_out(args.output) as out:
         producer = Producer(
             encoder,
@@ -344,7 +383,7 @@ def _run_produce(args: argparse.Namespace) -> int:
     result = produce_workload(
         _workload(args),
         args.protocol,
-        parse_key_values(args.option),
+        _codec_options(args),
         args.to,
         expected=args.expected,
         topic=args.topic,
@@ -375,9 +414,10 @@ def _add_replicate(commands: Any) -> None:
     parser.add_argument(
         "--mode",
         choices=("consistent", "eventual"),
-        default="consistent",
+        default=None,
         help="consistent: apply only up to the global watermark (snapshots of "
-        "upstream); eventual: apply at once (streams without watermarks)",
+        "upstream); eventual: apply at once (streams without watermarks). Default: "
+        "consistent, or eventual for protocols without watermarks (avro)",
     )
     parser.add_argument(
         "--trigger",
@@ -386,6 +426,7 @@ def _add_replicate(commands: Any) -> None:
         help="micro-batch interval, or once: apply what is there and stop",
     )
     _key_values_argument(parser, "--option", "-o", help="a codec option (TiCDC name), repeatable")
+    _registry_argument(parser)
     _key_values_argument(
         parser,
         "--source-option",
@@ -425,7 +466,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
     lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
     stop it any time, run it again, it resumes exactly.
     """
-    from ticdc_spark.spark.pipeline import PipelineConfig, run
+    from ticdc_spark.spark.pipeline import PipelineConfig, check_mode, default_mode, run
     from ticdc_spark.spark.session import local_session
 
     config = PipelineConfig(
@@ -433,9 +474,9 @@ def _run_replicate(args: argparse.Namespace) -> int:
         protocol=args.protocol,
         target=args.target,
         checkpoint=args.checkpoint,
-        mode=args.mode,
+        mode=args.mode or default_mode(args.protocol),
         trigger=args.trigger,
-        options=parse_key_values(args.option),
+        options=_codec_options(args),
         source_options=parse_key_values(args.source_option, "--source-option"),
         on_error=args.on_error,
         dead_letters=args.dead_letters,
@@ -443,6 +484,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
         table_filter=tuple(args.filter),
     )
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
+    check_mode(config.protocol, config.mode)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
     spark = local_session("ticdc-spark replicate", settings=settings)
     spark.sparkContext.setLogLevel("ERROR")
@@ -509,6 +551,7 @@ def _run_verify(args: argparse.Namespace) -> int:
 def _add_demo(commands: Any) -> None:
     parser = _subcommand(commands, "demo", _run_demo)
     parser.add_argument("--protocol", "-p", default="canal-json")
+    _registry_argument(parser)
     parser.add_argument(
         "--workdir",
         help="where to put captures, tables and checkpoints (default: a new temporary directory)",
@@ -526,7 +569,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     """
     from ticdc_spark.demo import run_demo
 
-    return EXIT_OK if run_demo(args.protocol, _workload(args), args.workdir) else EXIT_FAILURE
+    ok = run_demo(args.protocol, _workload(args), args.workdir, registry=args.schema_registry)
+    return EXIT_OK if ok else EXIT_FAILURE
 
 
 # --------------------------------------------------------------------------------------------

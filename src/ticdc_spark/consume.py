@@ -18,6 +18,10 @@ and works out what to apply, in order:
   partition, offset); an UPDATE that changes the key deletes the old key and writes the new.
 * **Floors.** TRUNCATE and DROP TABLE record their commit ts; older changes of that table
   arriving later are void.
+* **Rows without a commit ts** (commit ts 0: an Avro tombstone, any Avro row without the TiDB
+  extension, a genuine Debezium stream): for protocols without watermarks
+  (``place_by_position``) rows are ordered by their partition position (see
+  :meth:`Planner._place_by_position` and docs/pipeline.md "Rows without a commit ts").
 
 The planner also keeps the table catalog: schemas from CREATE/ALTER statements when it sees
 them, else from the schema JSON rows carry.  All of it (watermarks, held rows, catalog,
@@ -34,7 +38,15 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.changelog import BOOTSTRAP, DDL, ERROR, ROW, WATERMARK, schema_from_json
+from ticdc_spark.changelog import (
+    BOOTSTRAP,
+    DDL,
+    ERROR,
+    ROW,
+    WATERMARK,
+    schema_from_json,
+    schema_json,
+)
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.model import Column, DDLType, DefaultExpression, Index, TableSchema
 
@@ -67,6 +79,10 @@ class ConsumerState:
     # the commit ts of each table's last schema DDL: rows older than it carry an older
     # schema, whose extra columns (since dropped) must not come back
     schema_ts: dict[TableKey, int] = field(default_factory=dict)
+    # partitions without watermarks (rows without a commit ts, see _place_by_position):
+    # the latest place given per (topic/partition, database, table)
+    positions: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    position_offsets: dict[str, int] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -90,6 +106,8 @@ class ConsumerState:
                 "schema_ts": [[db, t, ts] for (db, t), ts in self.schema_ts.items()],
                 # how many rows the held file beside it must hold (a lost file is noticed)
                 "held_rows": 0 if self.held is None else self.held.num_rows,
+                "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
+                "position_offsets": self.position_offsets,
             }
         )
 
@@ -110,6 +128,8 @@ class ConsumerState:
             carried={(db, t): text for db, t, text in obj.get("carried", [])},
             partitions=set(obj.get("partitions", [])),
             schema_ts={(db, t): int(ts) for db, t, ts in obj.get("schema_ts", [])},
+            positions={(p, db, t): int(v) for p, db, t, v in obj.get("positions", [])},
+            position_offsets={str(k): int(v) for k, v in obj.get("position_offsets", {}).items()},
         )
 
 
@@ -216,10 +236,17 @@ class Planner:
         mode: str = "consistent",
         state: ConsumerState | None = None,
         partitions: Iterable[str] = (),
+        *,
+        rows_define_schema: bool = False,
+        place_by_position: bool = False,
     ) -> None:
         if mode not in ("consistent", "eventual"):
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
         self.mode = mode
+        # protocols without DDL (Avro): a table follows the schemas its rows carry, in order
+        self.rows_define_schema = rows_define_schema
+        # protocols without watermarks (Avro): rows ordered by their partition position
+        self.place_by_position = place_by_position
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._schema_texts: list[str] = []
@@ -253,6 +280,9 @@ class Planner:
         # No sort: a changelog keeps every partition's records in offset order, which is all
         # replay detection needs.
         batch, plan.replays = self._drop_replays(batch)
+        if self.place_by_position:
+            batch, replays = self._place_by_position(batch)
+            plan.replays += replays
         self._learn_watermarks(batch)
         pending = _concat(
             [pending_held, batch.filter(pc.is_in(batch["kind"], pa.array([ROW, DDL, BOOTSTRAP])))]
@@ -355,6 +385,65 @@ class Planner:
         dropped = int((~keep).sum())
         return (batch.filter(pa.array(keep)) if dropped else batch), dropped
 
+    def _place_by_position(self, batch: Any) -> tuple[Any, int]:
+        """Place rows by their partition position where there is no other order to go by
+        (see docs/pipeline.md "Rows without a commit ts").
+
+        Only on partitions that carry no watermarks.  Their rows carry no commit ts (Avro
+        tombstones, Avro without the TiDB extension, genuine Debezium), or one that cannot
+        order them against those.  Every row there gets a *place*, which the planner orders
+        by (it replaces the row's commit ts), per (partition, table): a row without a commit
+        ts the previous place + 1; a row with one its commit ts, but never below the previous
+        place (a re-sent older change: at the previous place, after it since at one place
+        deletes go first; a re-sent older DELETE at the previous place + 1).  So places
+        follow the partition order, and equal the commit ts where those already do.  The
+        rows of one key all go to one partition (TiCDC dispatches by key), so each key's
+        changes apply in the order they were written; a record at or below the last offset
+        consumed of its partition is a replay of the source and is dropped.
+        """
+        import numpy as np
+        import pyarrow as pa
+
+        if not batch.num_rows:
+            return batch, 0
+        kinds = batch["kind"].to_pylist()
+        topics, partitions = batch["topic"].to_pylist(), batch["partition"].to_pylist()
+        databases, tables = batch["database"].to_pylist(), batch["table"].to_pylist()
+        offsets, ops = batch["offset"].to_pylist(), batch["op"].to_pylist()
+        ts = batch["commit_ts"].to_numpy(zero_copy_only=False).copy()
+        keep = np.ones(len(kinds), dtype=bool)
+        marked, places = self.state.watermarks, self.state.positions
+        consumed = self.state.position_offsets
+        floor = dict(consumed)  # (the rows of one record share its offset)
+        for i, kind in enumerate(kinds):
+            part = f"{topics[i]}/{partitions[i]}"
+            if kind != ROW or part in marked:
+                continue
+            if offsets[i] <= floor.get(part, -1):
+                keep[i] = False
+                continue
+            consumed[part] = offsets[i]
+            if ts[i] == 0 and self.mode == "consistent":
+                raise ConfigError(
+                    f"the row at {part}@{offsets[i]} ({databases[i]}.{tables[i]}) carries no "
+                    "commit ts and its partition no watermarks (genuine Debezium?): no applied "
+                    "state could be a consistent snapshot; replicate it with --mode eventual"
+                )
+            slot = (part, databases[i], tables[i])
+            previous = places.get(slot, 0)
+            if ts[i] == 0 or (ts[i] < previous and ops[i] == "DELETE"):
+                ts[i] = previous + 1
+            elif ts[i] < previous:
+                ts[i] = previous  # (at one place deletes go first: this row stays after)
+            places[slot] = int(ts[i])
+        placed = batch.set_column(
+            batch.schema.get_field_index("commit_ts"),
+            "commit_ts",
+            pa.array(ts, batch.schema.field("commit_ts").type),
+        )
+        dropped = int((~keep).sum())
+        return (placed.filter(pa.array(keep)) if dropped else placed), dropped
+
     def _learn_watermarks(self, batch: Any) -> None:
         import pyarrow.compute as pc
 
@@ -452,12 +541,46 @@ class Planner:
             part = self._above_floor(key, part)
             if not part.num_rows:
                 continue
-            schema = self._table_schema(key, part)
-            changes, bad = final_changes(self._with_images(part), schema)
-            unusable.append(bad)
-            if changes.num_rows:
-                plan.steps.append(TableChanges(database, table, schema, changes))
+            runs = self._schema_runs(key, part) if self.rows_define_schema else [part]
+            for run in runs:
+                if isinstance(run, DDLStep):
+                    plan.steps.append(run)
+                    continue
+                schema = self._table_schema(key, run)
+                changes, bad = final_changes(self._with_images(run), schema)
+                unusable.append(bad)
+                if changes.num_rows:
+                    plan.steps.append(TableChanges(database, table, schema, changes))
         return _concat(unusable)
+
+    def _schema_runs(self, key: TableKey, rows: Any) -> Iterator[Any]:
+        """A table's rows cut where the schema they carry changes, in order, with a schema
+        step at each cut.
+
+        For protocols that carry no DDL (Avro: each row carries its writer schema), a table
+        follows its rows' schemas: columns added, widened or dropped between two rows become
+        a :class:`DDLStep` (``after`` the new schema) between them.  DELETEs carry only the
+        key and say nothing of the other columns: they never cut.
+        """
+        import numpy as np
+
+        ids = rows["_schema_id"].to_numpy(zero_copy_only=False)
+        deletes = rows["op"].to_numpy(zero_copy_only=False) == "DELETE"
+        stamps = rows["commit_ts"].to_pylist()
+        start = 0
+        known = self.state.tables.get(key)
+        for i in np.flatnonzero(~deletes & (ids >= 0)):
+            carried = schema_from_json(self._schema_texts[ids[i]], *key)
+            if known is None:
+                known = self.state.tables[key] = carried
+            elif schema_json(carried) != schema_json(known):
+                if i > start:
+                    yield rows.slice(start, i - start)
+                start = int(i)
+                sql = f"-- {key[0]}.{key[1]} follows the schema its rows carry"
+                yield DDLStep(key[0], key[1], stamps[i], sql, DDLType.MODIFY_COLUMN, known, carried)
+                known = self.state.tables[key] = carried
+        yield rows.slice(start)
 
     def _above_floor(self, key: TableKey, rows: Any) -> Any:
         import pyarrow.compute as pc

@@ -18,31 +18,64 @@ DEMO_OPTIONS: dict[str, dict[str, str]] = {
     "open-protocol": {},
     # (TiCDC's Debezium always sends checkpoints; the extension's tidb_type types the columns)
     "debezium": {"enable-tidb-extension": "true"},
+    "avro": {"enable-tidb-extension": "true"},
 }
+# Protocols whose subjects follow the topic need one topic per table.
+DEMO_TOPICS: dict[str, str] = {"avro": "ticdc_{schema}_{table}"}
 
 
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def run_demo(protocol: str, workload: Any, workdir: str | None = None) -> bool:
-    """Produce, replicate into Delta, verify; print a summary. True when the tables match."""
+def run_demo(
+    protocol: str, workload: Any, workdir: str | None = None, registry: str | None = None
+) -> bool:
+    """Produce, replicate into Delta, verify; print a summary. True when the tables match.
+
+    A protocol that needs a schema registry (avro) uses ``registry``, or else a small
+    Confluent-compatible registry this process serves over HTTP for the run: Spark's Python
+    workers are other processes, which confluent-kafka's ``mock://`` registry cannot reach.
+    """
+    from ticdc_spark.codec import get_codec
+
+    if get_codec(protocol).options.__dataclass_fields__.get("schema_registry") and not registry:
+        from ticdc_spark.io.registry_server import RegistryServer
+
+        with RegistryServer() as server:
+            _say(f"    schema registry: serving one for this run at {server.url}")
+            return run_demo(protocol, workload, workdir, server.url)
+    return _run(protocol, workload, workdir, registry)
+
+
+def _run(protocol: str, workload: Any, workdir: str | None, registry: str | None) -> bool:
     from ticdc_spark.spark.pipeline import PipelineConfig, run
     from ticdc_spark.spark.session import local_session
     from ticdc_spark.verify import verify_sink
 
     root = Path(workdir or tempfile.mkdtemp(prefix="ticdc-spark-demo-"))
-    options = DEMO_OPTIONS.get(protocol, {})
+    from ticdc_spark.spark.pipeline import default_mode
+
+    options = dict(DEMO_OPTIONS.get(protocol, {}))
+    if registry:
+        options["schema-registry"] = registry
+    mode = default_mode(protocol)
     started = time.perf_counter()
     _say(
         f"1/3 generating {workload.rows} row changes over {workload.tables} tables as "
         f"{protocol} capture files in {root / 'capture'}"
     )
     produced = produce_workload(
-        workload, protocol, options, str(root / "capture"), expected=root / "expected", partitions=3
+        workload,
+        protocol,
+        options,
+        str(root / "capture"),
+        expected=root / "expected",
+        partitions=3,
+        topic=DEMO_TOPICS.get(protocol, "ticdc_{schema}"),
     )
     _say(f"    {produced.messages} messages, {produced.ddl} DDL")
-    _say("2/3 replicating with Spark into Delta tables (consistent mode)")
+    _say(f"2/3 replicating with Spark into Delta tables ({mode} mode)")
     spark = local_session("ticdc-spark demo")
     spark.sparkContext.setLogLevel("ERROR")
     config = PipelineConfig(
@@ -52,6 +85,7 @@ def run_demo(protocol: str, workload: Any, workdir: str | None = None) -> bool:
         checkpoint=str(root / "checkpoint"),
         options=options,
         source_options={"maxFilesPerTrigger": "2"},
+        mode=mode,
     )
     applied = [0]
 

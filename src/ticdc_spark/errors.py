@@ -103,3 +103,8 @@ def _excerpt(payload: bytes | str | None) -> bytes | None:
         return None
     raw = payload.encode("utf-8", "replace") if isinstance(payload, str) else bytes(payload)
     return raw[:_PAYLOAD_EXCERPT]
+
+
+class RegistryError(TiCDCSparkError):
+    """A schema registry refused a call or could not be reached (after retries).  Its message
+    names the registry by its URL with any password removed, and never the password."""

@@ -25,6 +25,7 @@ __all__ = [
     "Event",
     "Index",
     "RowChange",
+    "RowChecksum",
     "RowKind",
     "TableSchema",
     "Watermark",
@@ -248,6 +249,17 @@ class RowKind(enum.Enum):
 Image: TypeAlias = dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class RowChecksum:
+    """TiDB's end-to-end row checksum as TiCDC sends it (Simple's ``checksum``): CRC32 of
+    the row's column values after (``current``) and before (``previous``) the change."""
+
+    version: int
+    corrupted: bool
+    current: int
+    previous: int
+
+
 @dataclass(slots=True)
 class RowChange:
     """One row's change in one transaction.
@@ -266,6 +278,7 @@ class RowChange:
     partition_id: int | None = None
     handle_key_only: bool = False
     claim_check_location: str | None = None
+    checksum: RowChecksum | None = None
 
     @property
     def database(self) -> str:

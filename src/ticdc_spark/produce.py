@@ -57,6 +57,9 @@ class Producer:
         table_filter: TableFilter | None = None,
     ) -> None:
         self.encoder = encoder
+        bind = getattr(encoder, "bind_topic_router", None)
+        if bind is not None:  # protocols whose subjects follow the topic (avro) check the rule
+            bind(router)
         # the table filter, or None when every table is kept (TableFilter's default)
         self.table_filter = (
             None if table_filter is None or table_filter.everything else table_filter

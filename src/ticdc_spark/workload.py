@@ -15,7 +15,7 @@ import string
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from ticdc_spark.model import (
@@ -359,10 +359,15 @@ def _bytes(rng: random.Random, ctype: ColumnType) -> bytes:
     return bytes(rng.randrange(256) for _ in range(rng.randint(0, 24)))
 
 
+_EXACT = Context(prec=100)
+
+
 def _decimal(rng: random.Random, ctype: ColumnType) -> Decimal:
     precision, scale = ctype.length or 10, ctype.decimal or 0
     digits = rng.randrange(10 ** min(precision, 30))
-    return Decimal(rng.choice(("", "-")) + str(digits)).scaleb(-scale)
+    # exact, with the column's scale as TiDB keeps it (the default context would round a
+    # DECIMAL(65,30) value to 28 digits and a coarser scale)
+    return Decimal(rng.choice(("", "-")) + str(digits)).scaleb(-scale, _EXACT)
 
 
 def _datetime(rng: random.Random, ctype: ColumnType) -> dt.datetime | ZeroDate:

@@ -37,9 +37,10 @@ class Carries:
     ``compiled``: the codec's value loops run in the compiled module when it is built.
     ``value_view``: per column type, the canonical value a decoder gets back for a sent one
     (None: every value comes back as sent; Debezium's DECIMAL travels as a double).
+    ``commit_ts`` ``none``: no commit ts on the wire (decoded as 0).
     """
 
-    commit_ts: Literal["exact", "physical-ms"] = "exact"
+    commit_ts: Literal["exact", "physical-ms", "none"] = "exact"
     watermarks: bool = True
     type_view: Callable[[ColumnType], str] = plain_type_desc
     update_as_insert: Literal["never", "unchanged", "all"] = "never"
@@ -49,6 +50,12 @@ class Carries:
     arrow_batch: bool = False
     compiled: bool = True
     value_view: Callable[[ColumnType], Callable[[Any], Any]] | None = None
+    # Avro: no DDL on the wire; tombstones without a commit ts (read as 0); an UPDATE without
+    # its old image (still an UPDATE); names as the protocol rewrites them
+    ddl: bool = True
+    delete_commit_ts: bool = True
+    update_before: bool = True
+    rename: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,9 +91,13 @@ class Golden:
 
 @dataclass(frozen=True)
 class Profile:
+    """``representable``: whether the protocol can carry some events at all (Avro: column
+    names that stay distinct once sanitized); the suite passes over the others."""
+
     name: str
     variants: tuple[Variant, ...]
     goldens: tuple[Golden, ...] = field(default=())
+    representable: Callable[[list[Any]], bool] | None = None
 
 
 # -- reading golden files ----------------------------------------------------------------------
@@ -114,6 +125,40 @@ def _open_protocol_golden(golden_dir: Path) -> list[Message]:
             offset = len(messages)
             messages.append(Message(key, value, topic="golden", partition=0, offset=offset))
     return messages
+
+
+def simple_spec_examples(spec_dir: Path) -> list[dict[str, object]]:
+    """The Simple document's JSON messages, in document order (its TableSchema, Column and
+    Index examples, which have no ``type``, left out)."""
+    import orjson
+
+    text = (spec_dir / "simple-protocol.ja.txt").read_text()
+    found, at = [], 0
+    while (start := text.find("{\n", at)) >= 0:
+        depth, end = 0, start
+        for end in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        obj = orjson.loads(text[start : end + 1])
+        if "type" in obj:
+            found.append(obj)
+        at = end + 1
+    return found
+
+
+def _simple_mid_stream(golden_dir: Path) -> list[Message]:
+    """The Simple document's six examples as a consumer joining mid-stream meets them: the
+    INSERT, UPDATE and DELETE first, then the DDL that brings their schema (its
+    ``preTableSchema``), the WATERMARK and the BOOTSTRAP."""
+    import orjson
+
+    ddl, *rows, watermark, bootstrap = simple_spec_examples(golden_dir.parent / "spec")
+    ordered = [*rows, ddl, watermark, bootstrap]
+    return [
+        Message(None, orjson.dumps(obj), topic="golden", partition=0, offset=offset)
+        for offset, obj in enumerate(ordered)
+    ]
 
 
 # -- framings ----------------------------------------------------------------------------------
@@ -330,7 +375,126 @@ DEBEZIUM = Profile(
     (Golden("datatype", _debezium_golden, {}, {"RowChange": 1}),),
 )
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON, DEBEZIUM)}
+_AVRO = {"encoding-format": "avro"}
+
+
+def _no_json(part: str, data: bytes) -> list[bytes] | None:
+    return None
+
+
+RAW_AVRO = Framing(_no_json, _join_whole)
+
+SIMPLE = Profile(
+    "simple",
+    (
+        Variant("json", {}, Carries(), WHOLE_JSON),
+        Variant("avro", _AVRO, Carries(compiled=False), RAW_AVRO),
+        Variant(
+            "json-large-handle-key-only",
+            {"large-message-handle-option": "handle-key-only", "max-message-bytes": "3000"},
+            Carries(large_key_only=True),
+            WHOLE_JSON,
+        ),
+        Variant(
+            "avro-snappy",
+            {**_AVRO, "large-message-handle-compression": "snappy"},
+            Carries(compiled=False),
+            RAW_AVRO,
+        ),
+    ),
+    (
+        Golden(
+            "spec-mid-stream",
+            _simple_mid_stream,
+            {},
+            {"RowChange": 3, "DDLEvent": 1, "Watermark": 1, "Bootstrap": 1},
+        ),
+    ),
+)
+
+# -- Avro: schemas in a registry, so its golden loader fills an in-process one -----------------
+
+_AVRO_GOLDEN_REGISTRY = "mock://contract-golden"
+
+
+def _avro_golden(_golden_dir: Path) -> list[Message]:
+    """Avro messages of TiCDC's all-types test table (tests/fixtures/avro/golden.*): their
+    writer schemas are registered first, in id order, as a registry would serve them."""
+    import orjson
+
+    from ticdc_spark.codec.avro.registry import registry
+
+    base = Path(__file__).parent.parent / "fixtures" / "avro"
+    client = registry(_AVRO_GOLDEN_REGISTRY)
+    for number, text in enumerate(orjson.loads((base / "golden.schemas.json").read_bytes()), 1):
+        assert client.register(f"golden-{number}", text) == number
+    return list(read_capture((base / "golden.capture.jsonl").read_bytes().splitlines()))
+
+
+def _avro_representable(events: list[Any]) -> bool:
+    from ticdc_spark.codec.avro.schema import representable
+
+    return representable(events)
+
+
+def _avro_variant(label: str, options: dict[str, str], **carries: Any) -> Variant:
+    from ticdc_spark.codec.avro.schema import avro_type_view, sanitize_name
+
+    view = carries.pop("type_view", avro_type_view)
+    common = {"watermarks": False, "ddl": False, "key": True, "delete_key_only": True}
+    common["compiled"] = False
+    common["arrow_batch"] = True  # (the columnar path: fastavro and pyarrow, no compiled code)
+    return Variant(
+        label,
+        {"schema-registry": f"mock://contract-{label}", **options},
+        Carries(type_view=view, rename=sanitize_name, **{**common, **carries}),
+        OPAQUE,
+    )
+
+
+def _avro_decimal_string_view(ctype: ColumnType) -> str:
+    from ticdc_spark.codec.avro.schema import avro_type_view
+
+    return "DECIMAL" if ctype.name == "decimal" else avro_type_view(ctype)
+
+
+def _opaque(part: str, data: bytes) -> list[bytes] | None:
+    return None  # Avro binary: no JSON inside
+
+
+OPAQUE = Framing(_opaque, _join_whole)
+
+AVRO = Profile(
+    "avro",
+    (
+        _avro_variant("tidb-extension", _EXTENSION, delete_commit_ts=False, update_before=False),
+        _avro_variant(
+            "string-modes",
+            {
+                **_EXTENSION,
+                "avro-decimal-handling-mode": "string",
+                "avro-bigint-unsigned-handling-mode": "string",
+            },
+            delete_commit_ts=False,
+            update_before=False,
+            type_view=_avro_decimal_string_view,
+        ),
+        _avro_variant("plain", {}, commit_ts="none", update_as_insert="all"),
+    ),
+    (
+        Golden(
+            "ticdc-all-types",
+            _avro_golden,
+            {"schema-registry": _AVRO_GOLDEN_REGISTRY, **_EXTENSION},
+            {"RowChange": 3},
+        ),
+    ),
+    representable=_avro_representable,
+)
+
+PROFILES: dict[str, Profile] = {
+    p.name: p for p in (OPEN_PROTOCOL, CANAL_JSON, AVRO, DEBEZIUM, SIMPLE)
+}
 
 
 def variants() -> list[tuple[str, Variant]]:

@@ -21,7 +21,7 @@ from contract.helpers import changelog_of, encode, fixed_encoder
 from contract.profiles import PROFILES, Golden
 from ticdc_spark.codec import Message, make_decoder, protocols
 from ticdc_spark.errors import DecodeError
-from ticdc_spark.model import Event
+from ticdc_spark.model import Bootstrap, Event
 from ticdc_spark.normalized import event_from_json, event_to_json
 
 EXPECTED = Path(__file__).parent / "expected"
@@ -112,6 +112,8 @@ def test_golden_events_re_encode_to_the_same_events(
     for event in events:  # one event at a time: an encoder call is for one destination
         messages = encode(protocol, golden.options, [event])
         got = [e for m in messages for e in again.decode(m)]
+        if not isinstance(event, Bootstrap):  # (Simple's own bootstraps before a row)
+            got = [e for e in got if not isinstance(e, Bootstrap)]
         assert [event_to_json(e) for e in got] == [event_to_json(event)]
 
 
@@ -137,7 +139,7 @@ def test_a_golden_message_from_another_protocol_is_a_decode_error(
     for other in protocols():
         if other == protocol:
             continue
-        decoder = make_decoder(other, {})
+        decoder = make_decoder(other, PROFILES[other].variants[0].options)  # (avro: a registry)
         for message in messages:
             try:
                 decoder.decode(message)

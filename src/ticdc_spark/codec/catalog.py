@@ -33,6 +33,13 @@ class CodecSpec:
     # per column type, the canonical value a decoder gets back for a sent one, for protocols
     # that carry some values lossily (Debezium's DECIMAL as a double); None: every value
     carried: Callable[[Any], Callable[[Any], Any]] | None = None
+    # whether the protocol can carry watermarks (consistent mode needs them) and DDL (when
+    # not, a table follows the schemas its rows carry)
+    watermarks: bool = True
+    ddl: bool = True
+    # whether every row carries its commit ts; when not (Avro tombstones, genuine Debezium),
+    # the consumer places rows by their partition position (consume.Planner.place_by_position)
+    commit_ts: bool = True
 
     def parse_options(self, values: Mapping[str, Any] | None) -> Any:
         return parse_options(self.options, values)
@@ -44,6 +51,8 @@ _BUILTIN_MODULES = (
     "ticdc_spark.codec.open_protocol",
     "ticdc_spark.codec.canal_json",
     "ticdc_spark.codec.debezium",
+    "ticdc_spark.codec.simple",
+    "ticdc_spark.codec.avro",
 )
 
 

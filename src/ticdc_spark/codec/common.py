@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import binascii
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -14,16 +15,20 @@ import orjson
 from ticdc_spark.codec.base import Message
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.errors import DecodeError, EncodeError
-from ticdc_spark.model import RowChange, RowKind, TableSchema
+from ticdc_spark.model import DDLType, RowChange, RowKind, TableSchema
 from ticdc_spark.types import Family, infer_fsp, value_misfit
 
 __all__ = [
+    "DDL_KIND",
+    "DDL_KIND_ACTIONS",
     "LRUCache",
     "TemporalFsp",
+    "as_decode_error",
     "changed_columns",
     "decoding",
     "handle_key_image",
     "loads",
+    "now_ms",
     "row_encode_error",
     "str_field",
 ]
@@ -46,22 +51,31 @@ INPUT_ERRORS = (
 )
 
 
+def now_ms() -> int:
+    """The wall clock in ms: the encoders' default clock (``ts``/``es``/``ts_ms`` fields)."""
+    return time.time_ns() // 1_000_000
+
+
 @contextmanager
 def decoding(protocol: str, message: Message) -> Iterator[None]:
     """Turn any error that bad input causes into a DecodeError naming the record."""
     try:
         yield
-    except DecodeError as exc:
-        raise exc.at(message.position, protocol) from None
-    except INPUT_ERRORS as exc:
-        reason = (
-            f"missing field {exc.args[0]!r}"
-            if isinstance(exc, KeyError)
-            else (str(exc) or type(exc).__name__)
-        )
-        raise DecodeError(
-            reason, protocol=protocol, position=message.position, payload=message.value
-        ) from None
+    except (DecodeError, *INPUT_ERRORS) as exc:
+        raise as_decode_error(protocol, message, exc) from None
+
+
+def as_decode_error(protocol: str, message: Message, exc: Exception) -> DecodeError:
+    """The DecodeError naming the record for an error bad input caused (what
+    :func:`decoding` raises; for hot paths that catch errors themselves)."""
+    if isinstance(exc, DecodeError):
+        return exc.at(message.position, protocol)
+    reason = (
+        f"missing field {exc.args[0]!r}"
+        if isinstance(exc, KeyError)
+        else (str(exc) or type(exc).__name__)
+    )
+    return DecodeError(reason, protocol=protocol, position=message.position, payload=message.value)
 
 
 def loads(data: bytes | str, what: str = "message") -> Any:
@@ -240,3 +254,39 @@ def _first_fsp(name: str, images: tuple[Mapping[str, Any] | None, ...], field: s
         if isinstance(text, str):
             return infer_fsp(text)
     return -1
+
+
+# TiCDC's DDL kinds (Canal-JSON's DDL ``type`` and Simple's, tiflow's getDDLType): the TiDB
+# actions of each kind, the first being the one a kind alone stands for; QUERY is every
+# other action.
+DDL_KIND_ACTIONS: dict[str, tuple[DDLType, ...]] = {
+    "CREATE": (DDLType.CREATE_TABLE,),
+    "ERASE": (DDLType.DROP_TABLE,),
+    "TRUNCATE": (DDLType.TRUNCATE_TABLE,),
+    "RENAME": (DDLType.RENAME_TABLE, DDLType.RENAME_TABLES),
+    "CINDEX": (DDLType.ADD_INDEX, DDLType.ADD_FOREIGN_KEY, DDLType.ADD_PRIMARY_KEY),
+    "DINDEX": (DDLType.DROP_INDEX, DDLType.DROP_FOREIGN_KEY, DDLType.DROP_PRIMARY_KEY),
+    "ALTER": (
+        DDLType.ADD_COLUMN,
+        DDLType.DROP_COLUMN,
+        DDLType.MODIFY_COLUMN,
+        DDLType.REBASE_AUTO_ID,
+        DDLType.SET_DEFAULT_VALUE,
+        DDLType.MODIFY_TABLE_COMMENT,
+        DDLType.RENAME_INDEX,
+        DDLType.ADD_TABLE_PARTITION,
+        DDLType.DROP_TABLE_PARTITION,
+        DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE,
+        DDLType.TRUNCATE_TABLE_PARTITION,
+        DDLType.ADD_COLUMNS,
+        DDLType.DROP_COLUMNS,
+        DDLType.ALTER_INDEX_VISIBILITY,
+        DDLType.ACTION_MULTI_SCHEMA_CHANGE,
+        DDLType.REORGANIZE_PARTITION,
+        DDLType.ALTER_TABLE_PARTITIONING,
+        DDLType.REMOVE_PARTITIONING,
+    ),
+}
+DDL_KIND: dict[DDLType, str] = {
+    action: kind for kind, actions in DDL_KIND_ACTIONS.items() for action in actions
+}

@@ -26,6 +26,7 @@ from typing import Any
 
 from ticdc_spark.apply import Applier, BatchReport, ChangelogLog, DeadLetterWriter, StateStore
 from ticdc_spark.checkpoint import check_checkpoint, repair_spark_checkpoint, spark_batches
+from ticdc_spark.codec import get_codec
 from ticdc_spark.crashpoints import crash_point, watch_commits
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
@@ -82,6 +83,22 @@ class PipelineConfig:
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
         return f"PipelineConfig({shown})"
+
+
+def default_mode(protocol: str) -> str:
+    """consistent, or eventual for a protocol that carries no watermarks."""
+    return "consistent" if get_codec(protocol).watermarks else "eventual"
+
+
+def check_mode(protocol: str, mode: str) -> None:
+    """Refuse consistent mode for a protocol without watermarks, saying why."""
+    if mode == "consistent" and not get_codec(protocol).watermarks:
+        raise ConfigError(
+            f"the {protocol} protocol carries no watermarks (resolved ts), so no applied "
+            "state can be known to be a transaction-consistent snapshot of upstream: "
+            "replicate it with --mode eventual (rows are ordered by commit ts and by their "
+            "partition position, see docs/pipeline.md)"
+        )
 
 
 def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
@@ -210,6 +227,7 @@ def start(
     """Start the streaming query (``awaitTermination``/``stop`` as usual)."""
     table_filter = TableFilter(config.table_filter)  # (a bad rule fails before anything starts)
     spark_checkpoint = Path(config.checkpoint) / "spark"
+    check_mode(config.protocol, config.mode)
     repair_spark_checkpoint(spark_checkpoint)  # what a kill before the first batch leaves
     check_checkpoint(config.checkpoint)
     store = StateStore(config.checkpoint)
@@ -223,6 +241,8 @@ def start(
         dead_letters=dead,
         on_error="stop" if config.on_error == "stop" else "dead-letter",
         track_commits=config.track_commits,
+        rows_define_schema=not get_codec(config.protocol).ddl,
+        place_by_position=not get_codec(config.protocol).commit_ts,
     )
     changelog = decode(
         source_df,

@@ -8,9 +8,7 @@ column names, written once per run of messages that share one).  Python then wor
 not per message: a shape the decoder's ``shape_of`` accepts is fast; every message of another
 shape, and every message the scanner marked slow, is decoded by the careful path (the
 ``careful(i)`` callback, which adds message ``i``'s rows to the sink or turns it into a dead
-letter).  The two are merged back into message order, and the ``schema`` column is recomputed
-over the merged rows so that a null still means "as the previous row of this table"
-(:mod:`ticdc_spark.changelog_arrow`, shared with the other Arrow batch paths).
+letter).  The two are merged back into message order (:mod:`ticdc_spark.codec.arrowrows`).
 
 This module knows the changelog only through the sink (``sink.arrow_schema()``,
 ``sink.row_kind``) and the decoder only through ``shape_of``.  Without the compiled module
@@ -23,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ticdc_spark.changelog_arrow import CarefulRows, assemble
-from ticdc_spark.changelog_arrow import Tables as _Tables
+from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged
 from ticdc_spark.codec.base import ChangelogSink
 
 try:
@@ -66,14 +63,16 @@ def decode_batch(
         fast &= values.is_valid().to_numpy(zero_copy_only=False)
     fast &= np.array([s is not None for s in shapes] + [False])[shape_ids]  # ([-1]: False)
     rows = _scanned_rows(batch, scan, n, sink)
-    tables = _Tables(sink.row_kind)
+    tables = Tables(sink.row_kind)
     shape_slot = np.array([tables.slot(s[1]) if s else -1 for s in shapes] + [-1], np.int64)
     shape_text = np.array([tables.text(s[0]) if s else -1 for s in shapes] + [-1], np.int64)
+    slots, texts = shape_slot[shape_ids], shape_text[shape_ids]
     kept = np.flatnonzero(fast)
-    numbers = (shape_slot[shape_ids][kept], shape_text[shape_ids][kept])
-    fast_rows = rows if len(kept) == n else rows.filter(pa.array(fast))
-    slow = np.flatnonzero(~fast)
-    return assemble(fast_rows, kept, numbers, slow, CarefulRows(careful, sink), tables)
+    careful_rows = CarefulRows(careful, sink)
+    for i in np.flatnonzero(~fast).tolist():
+        careful_rows(i)
+    own = rows if len(kept) == n else rows.filter(pa.array(fast))
+    return merged((own, kept, slots[kept], texts[kept]), careful_rows.rows(), tables, sink.row_kind)
 
 
 def _binary(values: Any) -> Any:

@@ -8,7 +8,6 @@ so two encodings of one event differ there and only there.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,7 +22,7 @@ from ticdc_spark.codec.canal_json.rowwriter import (
     struct_message,
 )
 from ticdc_spark.codec.canal_json.sqltypes import canal_ddl_type
-from ticdc_spark.codec.common import INPUT_ERRORS, row_encode_error
+from ticdc_spark.codec.common import INPUT_ERRORS, now_ms, row_encode_error
 from ticdc_spark.codec.compiled import CanalLayout
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.gotext import go_json
@@ -47,10 +46,6 @@ _DISPATCH = Route.DISPATCH
 _NEEDS_EXTENSION = " (with enable-tidb-extension=true)"
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class CanalJSONEncoder:
     """Encodes events as Canal-JSON messages."""
 
@@ -60,7 +55,7 @@ class CanalJSONEncoder:
         self, options: CanalJSONOptions | None = None, clock: Callable[[], int] | None = None
     ) -> None:
         self.options = options or CanalJSONOptions()
-        self.clock = clock or _now_ms
+        self.clock = clock or now_ms
         self._plans: dict[tuple[int, bool], tuple[TableSchema, EncodePlan]] = {}
         # rows the compiled writer can take whole: a full old, every column of a DELETE, no
         # compression (the Python path writes the others)
@@ -127,7 +122,7 @@ class CanalJSONEncoder:
     def _write_rows(self, rows: list[RowChange], out: list[Message]) -> None:
         values = None
         if self._whole_rows and compiled_values is not None:
-            now = None if self.clock is _now_ms else self.clock()  # None: C reads the clock
+            now = None if self.clock is now_ms else self.clock()  # None: C reads the clock
             with_tidb = self.options.enable_tidb_extension
             values = compiled_values.canal_rows(self._layout, rows, now, with_tidb)
         if values is None:

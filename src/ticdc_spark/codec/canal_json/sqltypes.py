@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ticdc_spark.codec.common import DDL_KIND
 from ticdc_spark.model import DDLType
 from ticdc_spark.types import ColumnType
 
@@ -54,42 +55,7 @@ PROMOTION: dict[str, tuple[int, int]] = {
     "int": (2147483647, -5),
     "bigint": (9223372036854775807, 3),
 }
-DDL_TYPE_NAME: dict[DDLType, str] = {
-    DDLType.CREATE_TABLE: "CREATE",
-    DDLType.DROP_TABLE: "ERASE",
-    DDLType.TRUNCATE_TABLE: "TRUNCATE",
-    DDLType.RENAME_TABLE: "RENAME",
-    DDLType.RENAME_TABLES: "RENAME",
-    DDLType.ADD_INDEX: "CINDEX",
-    DDLType.ADD_FOREIGN_KEY: "CINDEX",
-    DDLType.ADD_PRIMARY_KEY: "CINDEX",
-    DDLType.DROP_INDEX: "DINDEX",
-    DDLType.DROP_FOREIGN_KEY: "DINDEX",
-    DDLType.DROP_PRIMARY_KEY: "DINDEX",
-    **dict.fromkeys(
-        (
-            DDLType.ADD_COLUMN,
-            DDLType.DROP_COLUMN,
-            DDLType.MODIFY_COLUMN,
-            DDLType.REBASE_AUTO_ID,
-            DDLType.SET_DEFAULT_VALUE,
-            DDLType.MODIFY_TABLE_COMMENT,
-            DDLType.RENAME_INDEX,
-            DDLType.ADD_TABLE_PARTITION,
-            DDLType.DROP_TABLE_PARTITION,
-            DDLType.MODIFY_TABLE_CHARSET_AND_COLLATE,
-            DDLType.TRUNCATE_TABLE_PARTITION,
-            DDLType.ADD_COLUMNS,
-            DDLType.DROP_COLUMNS,
-            DDLType.ALTER_INDEX_VISIBILITY,
-            DDLType.ACTION_MULTI_SCHEMA_CHANGE,
-            DDLType.REORGANIZE_PARTITION,
-            DDLType.ALTER_TABLE_PARTITIONING,
-            DDLType.REMOVE_PARTITIONING,
-        ),
-        "ALTER",
-    ),
-}
+DDL_TYPE_NAME = DDL_KIND  # (shared with Simple: TiCDC's getDDLType)
 # A canal DDL type names fewer actions than TiDB has; the SQL refines it where it can.
 DDL_TYPE_OF_NAME: dict[str, DDLType] = {
     "CREATE": DDLType.CREATE_TABLE,

@@ -18,4 +18,15 @@ from ticdc_spark.codec.debezium.options import PROTOCOL, DebeziumOptions
 
 __all__ = ["DebeziumDecoder", "DebeziumEncoder", "DebeziumOptions"]
 
-register(CodecSpec(PROTOCOL, DebeziumOptions, DebeziumEncoder, DebeziumDecoder, carried=carried))
+# TiCDC's Debezium carries commit ts and checkpoints; genuine Debezium neither, so its rows are
+# placed by partition position (eventual mode; consistent mode refuses them).
+register(
+    CodecSpec(
+        PROTOCOL,
+        DebeziumOptions,
+        DebeziumEncoder,
+        DebeziumDecoder,
+        carried=carried,
+        commit_ts=False,
+    )
+)

@@ -9,19 +9,21 @@ images become changelog text with the shape's converters over all the batch's va
 and the changelog columns are built from lists.  Every other record, and any record whose
 payload is not what the fast path expects (a value of another JSON type, a nested value, an
 integer past int64, a missing image, another table), goes through ``careful(i)``, the one
-decode path with every check, which also learns the shapes.  The two are merged back into
-record order by :func:`ticdc_spark.changelog_arrow.assemble`.
+decode path with every check, which also learns the shapes.  ``careful`` sees its records in
+record order (the guesses of tables without a schema depend on it).  The two are merged back
+into record order (:mod:`ticdc_spark.codec.arrowrows`).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterable
 from itertools import chain
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
-from ticdc_spark.changelog_arrow import CarefulRows, Tables, assemble
+from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
 
@@ -79,10 +81,10 @@ def decode_batch(
 
     values, keys = _binary(batch.column("value")), _binary(batch.column("key"))
     n = len(values)
-    candidate = pc.and_(pc.starts_with(values, TICDC_HEAD), pc.starts_with(keys, TICDC_HEAD))
+    candidate = _ticdc_with_schema(values)
+    candidate = pc.and_(candidate, _ticdc_with_schema(keys))
     undecided = candidate.fill_null(False).to_numpy(zero_copy_only=False).copy()
-    slow = [np.flatnonzero(~undecided)]
-    carefully = CarefulRows(careful, sink)
+    carefully = _InOrder(CarefulRows(careful, sink), np.flatnonzero(~undecided))
     reader = _Reader(values, batch, sink, Tables(sink.row_kind))
     for _ in range(n):
         left = np.flatnonzero(undecided)
@@ -101,20 +103,44 @@ def decode_batch(
         )
         taken = left[match.to_numpy(zero_copy_only=False)]
         undecided[taken] = False
-        slow.append(reader.read(plan, taken, len(tails[0])))
-    if not reader.parts:
-        rows = pa.RecordBatch.from_pylist([], schema=sink.arrow_schema())
-        numbers = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        rows_from = np.zeros(0, np.int64)
-    else:
-        rows = pa.concat_batches([part[0] for part in reader.parts])
-        rows_from = np.concatenate([part[1] for part in reader.parts])
-        numbers = (
-            np.concatenate([part[2] for part in reader.parts]),
-            np.concatenate([part[3] for part in reader.parts]),
-        )
-    pending = np.sort(np.concatenate(slow))
-    return assemble(rows, rows_from, numbers, pending, carefully, reader.tables)
+        carefully.defer(reader.read(plan, taken, len(tails[0])))
+    carefully.flush(n)
+    own = own_rows(reader.parts, sink)
+    return merged(own, carefully.rows.rows(), reader.tables, sink.row_kind)
+
+
+class _InOrder:
+    """The careful path's records, decoded in record order: a record is decoded once every
+    deferred record before it has been."""
+
+    def __init__(self, rows: CarefulRows, deferred: Any) -> None:
+        self.rows = rows
+        self.deferred: list[int] = deferred.tolist()  # (a heap)
+
+    def defer(self, records: Any) -> None:
+        for i in records.tolist():
+            heapq.heappush(self.deferred, i)
+
+    def run(self, i: int) -> None:
+        """Decodes the deferred records before ``i``, then ``i``."""
+        self.flush(i)
+        self.rows(i)
+
+    def flush(self, end: int) -> None:
+        """Decodes the deferred records before ``end``."""
+        deferred = self.deferred
+        while deferred and deferred[0] < end:
+            self.rows(heapq.heappop(deferred))
+
+
+def _ticdc_with_schema(column: Any) -> Any:
+    """Whether each record looks like TiCDC's with a schema (``{"payload":..,"schema":..}``)."""
+    import pyarrow.compute as pc
+
+    return pc.and_(
+        pc.starts_with(column, TICDC_HEAD),
+        pc.match_substring(column, TICDC_SCHEMA.decode()),
+    )
 
 
 def _binary(column: Any) -> Any:

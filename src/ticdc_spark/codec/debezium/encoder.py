@@ -12,14 +12,13 @@ every topic.  ``ts_ms`` is the build time, so two encodings of one event differ 
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
 from ticdc_spark.codec.base import Message, Route
-from ticdc_spark.codec.common import INPUT_ERRORS, row_encode_error, row_images
+from ticdc_spark.codec.common import INPUT_ERRORS, now_ms, row_encode_error, row_images
 from ticdc_spark.codec.debezium.connect import field_schema
 from ticdc_spark.codec.debezium.dialect import DEBEZIUM
 from ticdc_spark.codec.debezium.options import (
@@ -49,10 +48,6 @@ __all__ = ["DebeziumEncoder", "sanitize_name", "sanitize_topic_name"]
 _OPS = {RowKind.INSERT: "c", RowKind.UPDATE: "u", RowKind.DELETE: "d"}
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 _TOPIC_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def sanitize_name(name: str) -> str:
@@ -322,7 +317,7 @@ class DebeziumEncoder:
         self, options: DebeziumOptions | None = None, clock: Callable[[], int] | None = None
     ) -> None:
         self.options = options or DebeziumOptions()
-        self.clock = clock or _now_ms
+        self.clock = clock or now_ms
         self._large = LargeMessages(PROTOCOL, self.options)
         self._plans: dict[int, _TablePlan] = {}
         schemas = not self.options.debezium_disable_schema

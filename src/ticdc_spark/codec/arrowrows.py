@@ -1,11 +1,13 @@
-"""Changelog Arrow batches assembled from a column-wise fast path and the careful path.
+"""What the Arrow batch paths share: merging their own changelog rows with the rows the
+careful path (the one decode path, ``careful(i)``) wrote into the sink, back into message
+order, and the ``schema`` column recomputed over the merged rows so that a null still means
+"as the previous row of this table".
 
-The Arrow batch paths (Canal-JSON's compiled scanner, Debezium's typed payload reader) build
-the changelog rows of the messages they understand column by column, with the ``schema``
-column left null and each row's table and schema text numbered (:class:`Tables`).  Every
-other message is decoded by the careful path (``careful(i)``, into the changelog sink).
-:func:`assemble` merges the two back into message order and recomputes the ``schema`` column
-over the merged rows, so that a null still means "as the previous row of this table".
+A batch path builds changelog rows for the records it takes (with each row's table and
+schema JSON as numbers from :class:`Tables`, gathered by :func:`own_rows`) and hands every
+other record to ``careful`` through :class:`CarefulRows`; :func:`merged` puts the two
+together.  (Canal-JSON's compiled scanner, Avro's columnar path and Debezium's typed payload
+reader use it.)
 """
 
 from __future__ import annotations
@@ -15,41 +17,72 @@ from typing import Any
 
 from ticdc_spark.codec.base import ChangelogSink
 
-__all__ = ["CarefulRows", "Tables", "assemble"]
+__all__ = ["CarefulRows", "Tables", "merged", "own_rows"]
 
 
-def assemble(
-    rows: Any,
-    rows_from: Any,
-    numbers: tuple[Any, Any],
-    slow: Any,
-    careful: CarefulRows,
-    tables: Tables,
+class CarefulRows:
+    """``careful(i)`` with the record each sink row came from noted (rows in sink order)."""
+
+    def __init__(self, careful: Callable[[int], None], sink: ChangelogSink) -> None:
+        self.careful = careful
+        self.sink = sink
+        self.sources: list[int] = []
+
+    def __call__(self, i: int) -> None:
+        before = len(self.sink)
+        self.careful(i)
+        self.sources.extend([i] * (len(self.sink) - before))
+
+    def rows(self) -> tuple[Any, Any]:
+        """The careful rows (the sink emptied) and the record each came from."""
+        import numpy as np
+
+        return self.sink.to_batch(), np.array(self.sources, np.int64)
+
+
+def own_rows(
+    parts: list[tuple[Any, Any, Any, Any]], sink: ChangelogSink
+) -> tuple[Any, Any, Any, Any]:
+    """A batch path's own rows from its parts, each (rows, the record each row came from, its
+    table number, its schema number), as :func:`merged` takes them."""
+    import numpy as np
+    import pyarrow as pa
+
+    if not parts:
+        none = np.zeros(0, np.int64)
+        return pa.RecordBatch.from_pylist([], schema=sink.arrow_schema()), none, none, none
+    rows = pa.concat_batches([part[0] for part in parts])
+    sources, slots, texts = (np.concatenate([part[j] for part in parts]) for j in (1, 2, 3))
+    return rows, sources, slots, texts
+
+
+def merged(
+    own: tuple[Any, Any, Any, Any], careful: tuple[Any, Any], tables: Tables, row_kind: str
 ) -> Any:
-    """The changelog batch of a batch of messages.
+    """The changelog batch of a batch path's own rows and the careful rows, in record order.
 
-    ``rows`` are the fast path's rows (``schema`` null), ``rows_from`` the message each came
-    from, ``numbers`` each row's table number and schema text number (:class:`Tables`);
-    ``slow`` are the messages the careful path is still to decode.
+    ``own`` is (rows, the record each row came from, its table number, its schema number);
+    ``careful`` is :meth:`CarefulRows.rows`.  Rows of one record keep their order.
     """
     import numpy as np
     import pyarrow as pa
 
-    for i in slow.tolist():
-        careful.run(i)
-    slots, texts = numbers
-    in_order = len(rows_from) < 2 or bool((rows_from[1:] > rows_from[:-1]).all())
-    if not careful.sources and in_order:
-        merged, own = rows, np.full(len(rows), -1, np.int64)
+    rows, rows_from, slots, texts = own
+    slow_rows, slow_from = careful
+    if not len(slow_from) and _ascending(rows_from):
+        merged_rows, own_texts = rows, np.full(len(rows_from), -1, np.int64)
     else:
-        slow_rows, slow_from = careful.rows()
         order = np.argsort(np.concatenate([rows_from, slow_from]), kind="stable")
-        merged = pa.concat_batches([rows, slow_rows]).take(order)
+        merged_rows = pa.concat_batches([rows, slow_rows]).take(order)
         slow_slots, slow_texts, slow_own = tables.of_rows(slow_rows)
         slots = np.concatenate([slots, slow_slots])[order]
         texts = np.concatenate([texts, slow_texts])[order]
-        own = np.concatenate([np.full(len(rows), -1, np.int64), slow_own])[order]
-    return _with_schema(merged, tables, slots, texts, own, careful.sink.row_kind)
+        own_texts = np.concatenate([np.full(len(rows_from), -1, np.int64), slow_own])[order]
+    return _with_schema(merged_rows, tables, slots, texts, own_texts, row_kind)
+
+
+def _ascending(values: Any) -> bool:
+    return bool(len(values) < 2 or (values[1:] > values[:-1]).all())
 
 
 def _with_schema(merged: Any, tables: Tables, slots: Any, texts: Any, own: Any, row: str) -> Any:
@@ -58,27 +91,6 @@ def _with_schema(merged: Any, tables: Tables, slots: Any, texts: Any, own: Any, 
     is_row = pc.equal(merged.column("kind"), row).to_numpy(zero_copy_only=False)
     schema = tables.schema_column(slots, texts, own, is_row)
     return merged.set_column(merged.schema.get_field_index("schema"), "schema", schema)
-
-
-class CarefulRows:
-    """The careful path's rows, in the sink, and the message each came from (messages may be
-    decoded in any order: :func:`assemble` puts the rows in message order)."""
-
-    def __init__(self, careful: Callable[[int], None], sink: ChangelogSink) -> None:
-        self.careful = careful
-        self.sink = sink
-        self.sources: list[int] = []
-
-    def run(self, i: int) -> None:
-        """Decode message ``i`` with every check (its rows, or its dead letter, go to the sink)."""
-        before = len(self.sink)
-        self.careful(i)
-        self.sources.extend([i] * (len(self.sink) - before))
-
-    def rows(self) -> tuple[Any, Any]:
-        import numpy as np
-
-        return self.sink.to_batch(), np.array(self.sources, np.int64)
 
 
 class Tables:

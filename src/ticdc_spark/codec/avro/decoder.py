@@ -1,0 +1,246 @@
+"""Avro decoding: a Kafka record's key and value, each in the Confluent wire format, read with
+the writer schema their ids name (looked up once per id, then cached with its plan).
+
+* value present: an INSERT (``_tidb_op`` ``c``, or no extension) or an UPDATE (``u``; Avro
+  carries no old image: its before image is the row's handle key, unchanged by an UPDATE
+  since TiCDC splits key changes into a DELETE and an INSERT), the whole row; commit ts
+  from ``_tidb_commit_ts`` (0 without the extension);
+* value null (a tombstone): a DELETE of the row the key names, key columns only, and no
+  commit ts (0): the consumer orders it by its partition position (docs/pipeline.md).
+
+The table's columns, types and handle key come from the writer schemas
+(:func:`~.schema.table_from_schemas`); a tombstone names the table's columns as the last
+value schema this decoder read for it (else the key's).  Each field is read as its writer
+schema says (a DECIMAL written as ``string`` reads as text whatever this decoder's options).
+A record that is not framed, names an id the registry lacks, or whose body does not read
+with its schema is a DecodeError; a registry that cannot be reached is a RegistryError (the
+data stays in Kafka).
+
+The Spark stage's path, :meth:`AvroDecoder.decode_arrow_batch` (:mod:`.batch`), reads the
+records whose plan is known here and converts their values a column at a time.
+
+The hot path: one plan per (value schema id, key schema id), found by the records' 5-byte
+headers in a dict, holds the parsed writer schema, the per-field converters of both sink
+kinds and the table schema with its changelog JSON.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from fastavro import parse_schema, schemaless_reader
+
+from ticdc_spark.codec.avro import schema as avro_schema
+from ticdc_spark.codec.avro.columns import ColumnText, column_text
+from ticdc_spark.codec.avro.dialect import dialect_for
+from ticdc_spark.codec.avro.options import PROTOCOL, AvroOptions
+from ticdc_spark.codec.avro.registry import UnknownSchemaId, registry
+from ticdc_spark.codec.avro.wire import HEADER_SIZE, unframe
+from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
+from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error
+from ticdc_spark.codec.convert import Converter
+from ticdc_spark.errors import DecodeError
+from ticdc_spark.filter import TableFilter
+from ticdc_spark.model import RowKind, TableSchema
+
+__all__ = ["AvroDecoder", "read_record", "row_kind_and_ts"]
+
+_KINDS = {"c": RowKind.INSERT, "u": RowKind.UPDATE, "": RowKind.INSERT}
+_PLANS_KEPT = 4096  # plans per decoder (the dict is emptied when it holds more)
+# (Avro field name, to canonical value, to changelog text)
+_Field = tuple[str, Converter, Converter]
+
+
+@dataclass(slots=True)
+class _Record:
+    """A writer schema, parsed, with what its records' fields become."""
+
+    parsed: Any
+    record: dict[str, Any]  # the schema JSON
+    fields: tuple[_Field, ...]
+    columns: tuple[ColumnText, ...]  # each field's changelog text a column at a time
+
+
+@dataclass(slots=True)
+class _Plan:
+    """How records with one (value schema, key schema) pair are read."""
+
+    record: _Record  # the value's (a tombstone: the key's)
+    table: TableSchema
+    table_json: str  # the changelog's schema JSON of ``table``
+    key: tuple[str, ...]  # the handle-key columns (an UPDATE's old image)
+
+
+def _record(text: str) -> _Record:
+    record = orjson.loads(text)
+    fields, columns = [], []
+    for f in avro_schema.column_fields(record):
+        dialect = dialect_for(*f.modes)
+        to_text = dialect.text(f.ctype)
+        fields.append((f.name, dialect.decoder(f.ctype), to_text))
+        columns.append(column_text(f.ctype, f.primitive, to_text))
+    return _Record(parse_schema(record), record, tuple(fields), tuple(columns))
+
+
+class AvroDecoder(DecoderBase):
+    protocol = PROTOCOL
+
+    def __init__(self, options: AvroOptions, table_filter: TableFilter | None = None) -> None:
+        from ticdc_spark.changelog import schema_json
+
+        self.options = options
+        self.registry = registry(options.schema_registry)
+        self.table_filter = table_filter
+        self._schema_json = schema_json
+        self._records: dict[int, _Record] = {}
+        self._plans: dict[bytes, _Plan] = {}
+        self._last_value: dict[tuple[str, str], int] = {}  # table -> its last value schema id
+
+    def decode_into(self, message: Message, sink: RowSink) -> None:
+        try:
+            if message.value:
+                self._row(message, sink)
+            elif message.key:
+                self._tombstone(message, sink)
+            else:
+                raise DecodeError("a record with neither key nor value is no Avro row")
+        except (DecodeError, *INPUT_ERRORS) as exc:
+            raise as_decode_error(PROTOCOL, message, exc) from None
+
+    def decode_arrow_batch(
+        self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
+    ) -> Any:
+        """The changelog batch of an Arrow batch of Kafka records (:mod:`.batch`)."""
+        from ticdc_spark.codec.avro.batch import decode_batch
+
+        return decode_batch(self, batch, careful, sink)
+
+    def known_plan(self, value: bytes, key: bytes) -> _Plan | None:
+        """The plan of a row record whose schemas this decoder has read before."""
+        return self._plans.get(value[:HEADER_SIZE] + key[:HEADER_SIZE])
+
+    def skips(self, table: TableSchema) -> bool:
+        """Whether the table filter leaves this table's rows out."""
+        return self.table_filter is not None and self._filtered(table)
+
+    # -- the two kinds of record --------------------------------------------------------------
+
+    def _row(self, message: Message, sink: RowSink) -> None:
+        value, key = message.value, message.key or b""
+        plan = self._plans.get(value[:HEADER_SIZE] + key[:HEADER_SIZE])  # type: ignore[index]
+        if plan is None:
+            plan = self._plan(value, key)  # type: ignore[arg-type]
+        table = plan.table
+        if self.table_filter is not None and self._filtered(table):
+            return
+        datum = read_record(plan.record, value, "value")  # type: ignore[arg-type]
+        kind, commit_ts = row_kind_and_ts(datum)
+        text = sink.text
+        image = _image(plan.record, datum, text)
+        before = {name: image[name] for name in plan.key} or None if kind is _UPDATE else None
+        sink.add_row(
+            kind,
+            table,
+            commit_ts,
+            before,
+            image,
+            (message.topic, message.partition or 0, message.offset or 0, 0),
+            schema_text=plan.table_json if text else None,
+        )
+
+    def _tombstone(self, message: Message, sink: RowSink) -> None:
+        key: bytes = message.key  # type: ignore[assignment]
+        key_id, _ = unframe(key, "key")
+        key_record = self._record(key_id)
+        database, table_name = avro_schema.record_names(key_record.record)
+        value_id = self._last_value.get((database, table_name))
+        table = self._table(value_id, key_id)
+        if self.table_filter is not None and self._filtered(table):
+            return
+        image = _image(key_record, read_record(key_record, key, "key"), sink.text)
+        position = (message.topic, message.partition or 0, message.offset or 0, 0)
+        sink.add_row(RowKind.DELETE, table, 0, image, None, position)
+
+    # -- schemas ------------------------------------------------------------------------------
+
+    def _plan(self, value: bytes, key: bytes) -> _Plan:
+        value_id, _ = unframe(value, "value")
+        key_id = unframe(key, "key")[0] if key else None
+        if key_id is not None:
+            self._record(key_id)
+        table = self._table(value_id, key_id)
+        self._last_value[(table.database, table.table)] = value_id
+        plan = _Plan(self._record(value_id), table, self._schema_json(table), table.handle_key)
+        if len(self._plans) >= _PLANS_KEPT:
+            self._plans.clear()
+        self._plans[value[:HEADER_SIZE] + key[:HEADER_SIZE]] = plan
+        return plan
+
+    def _record(self, schema_id: int) -> _Record:
+        found = self._records.get(schema_id)
+        if found is not None:
+            return found
+        try:
+            text = self.registry.schema_text(schema_id)
+        except UnknownSchemaId as exc:
+            raise DecodeError(str(exc)) from None
+        if len(self._records) >= _PLANS_KEPT:
+            self._records.clear()
+        found = self._records[schema_id] = _record(text)
+        return found
+
+    def _table(self, value_id: int | None, key_id: int | None) -> TableSchema:
+        value = self._record(value_id).record if value_id is not None else None
+        key = self._record(key_id).record if key_id is not None else None
+        return avro_schema.table_from_schemas(value, key)
+
+    def _filtered(self, schema: TableSchema) -> bool:
+        keep = self.table_filter
+        return keep is not None and not keep.matches(schema.database, schema.table)
+
+
+_UPDATE = RowKind.UPDATE
+
+
+def row_kind_and_ts(datum: dict[str, Any]) -> tuple[RowKind, int]:
+    """A row record's kind and commit ts (from the TiDB extension fields, if any)."""
+    op = datum.get("_tidb_op", "")
+    kind = _KINDS.get(op)
+    if kind is None:
+        raise DecodeError(f"_tidb_op is {op!r}: TiCDC writes c or u (a delete is a tombstone)")
+    commit_ts = datum.get("_tidb_commit_ts", 0)
+    if commit_ts < 0:
+        raise DecodeError(f"_tidb_commit_ts {commit_ts} is negative")
+    return kind, commit_ts
+
+
+def read_record(record: _Record, data: bytes, part: str) -> dict[str, Any]:
+    """The record of a framed key or value (its header already checked)."""
+    stream = io.BytesIO(data)
+    stream.seek(HEADER_SIZE)
+    try:
+        datum = schemaless_reader(stream, record.parsed, None)
+    except (EOFError, StopIteration, IndexError) as exc:
+        raise DecodeError(f"{part} body is truncated for its schema") from exc
+    if stream.tell() != len(data):
+        raise DecodeError(f"{part} has {len(data) - stream.tell()} bytes after its record")
+    if type(datum) is not dict:
+        raise DecodeError(f"{part} schema is not a record")
+    return datum
+
+
+def _image(record: _Record, datum: dict[str, Any], text: bool) -> dict[str, Any]:
+    image = {}
+    if text:
+        for field, _, to_text in record.fields:
+            value = datum[field]
+            image[field] = None if value is None else to_text(value)
+    else:
+        for field, decode, _ in record.fields:
+            value = datum[field]
+            image[field] = None if value is None else decode(value)
+    return image
