@@ -27,6 +27,7 @@ from collections.abc import Callable
 from itertools import chain
 from typing import Any
 
+import msgspec
 import orjson
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
@@ -37,6 +38,8 @@ from ticdc_spark.codec.debezium.batch import key_schema_text as _key_schema_text
 from ticdc_spark.codec.debezium.connect import read_field
 from ticdc_spark.codec.debezium.dialect import DEBEZIUM
 from ticdc_spark.codec.debezium.options import CHECKPOINT_OP, PROTOCOL, DebeziumOptions
+from ticdc_spark.codec.debezium.typed import ENVELOPE, KEY, NOT_TYPED, RAW_NULL
+from ticdc_spark.codec.debezium.typed import Source as _Source
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
@@ -255,7 +258,8 @@ class DebeziumDecoder(DecoderBase):
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
         try:
-            self._message_into(message, sink)
+            if not self._typed_into(message, sink):
+                self._message_into(message, sink)
         except Exception:
             with decoding(PROTOCOL, message):  # (entered on failure only: it costs per call)
                 raise
@@ -272,6 +276,32 @@ class DebeziumDecoder(DecoderBase):
 
     # one message ------------------------------------------------------------------------------
 
+    def _typed_into(self, message: Message, sink: RowSink) -> bool:
+        """Decodes a row message the typed readers fit (:mod:`.typed`); False for any other
+        message, and for one this path cannot finish: :meth:`_message_into` then decodes it
+        (and says what is wrong with it)."""
+        value, key = message.value, message.key
+        if value is None or self._compressed:
+            return False
+        try:
+            envelope = ENVELOPE.decode(value)
+            key_names = tuple(KEY.decode(key).payload) if key else ()
+        except NOT_TYPED:
+            return False
+        payload = envelope.payload
+        kind, source = _KINDS.get(payload.op), payload.source
+        if kind is None or source is None:
+            return False
+        if self._keep is not None and not self._keep.matches(source.db, source.table):
+            return True
+        schema = None if envelope.schema == RAW_NULL else (value, envelope.schema)
+        images = (payload.before, payload.after)
+        try:
+            self._row_into(message, sink, kind, payload.op, source, images, schema, key_names)
+        except Exception:  # (nothing was added: the row is added last)
+            return False
+        return True
+
     def _message_into(self, message: Message, sink: RowSink) -> None:
         opened = self._open(message)
         if opened is None:
@@ -286,7 +316,8 @@ class DebeziumDecoder(DecoderBase):
             self._ddl_into(payload, source, sink, position)
             return
         if op == CHECKPOINT_OP:
-            sink.add_events([Watermark(self._commit_ts(source, required=True))], *position)
+            ts = self._commit_ts(source.get("commit_ts"), required=True)
+            sink.add_events([Watermark(ts)], *position)
             return
         kind = _KINDS.get(op)
         if kind is None:
@@ -295,7 +326,26 @@ class DebeziumDecoder(DecoderBase):
         if self._keep is not None and not self._keep.matches(database, table):
             return
         key_names = self._key_names(message.key)
-        before, after = payload.get("before"), payload.get("after")
+        images = (payload.get("before"), payload.get("after"))
+        connect = None if schema is None else (value, schema)
+        names = _Source(database, table, source.get("commit_ts"))
+        self._row_into(message, sink, kind, op, names, images, connect, key_names)
+
+    def _row_into(
+        self,
+        message: Message,
+        sink: RowSink,
+        kind: RowKind,
+        op: str,
+        source: _Source,
+        raw: tuple[Any, Any],
+        connect: tuple[bytes, Any] | None,
+        key_names: tuple[str, ...],
+    ) -> None:
+        """A row change into the sink; ``connect`` is the (decompressed) value and its Connect
+        schema (an object, or its raw text), None when the message has none."""
+        database, table = source.db, source.table
+        before, after = raw
         if kind is _UPDATE and before is None:
             kind = _INSERT  # output-old-value off: the update is an upsert
         if kind is _INSERT:
@@ -303,9 +353,13 @@ class DebeziumDecoder(DecoderBase):
         elif kind is _DELETE:
             after = None
         text = sink.text
-        if schema is not None:
+        if connect is not None:
             plan = self._schema_plan(
-                value, schema, database, table, key_names, _key_schema_text(message.key)
+                *connect,
+                database,
+                table,
+                key_names,
+                _key_schema_text(message.key),
             )
             images = (plan.image(before, text), plan.image(after, text))
         else:
@@ -313,12 +367,13 @@ class DebeziumDecoder(DecoderBase):
         if images[kind is not _DELETE] is None:
             side = "before" if kind is _DELETE else "after"
             raise DecodeError(f"op {op!r} without its {side!r} image")
-        commit_ts = source.get("commit_ts")
+        commit_ts = source.commit_ts
         if type(commit_ts) is not int or not 0 < commit_ts < _TSO_END:
-            commit_ts = self._commit_ts(source)  # (raises, or the unknown ts, warned once)
+            commit_ts = self._commit_ts(commit_ts)  # (raises, or the unknown ts, warned once)
             if commit_ts == UNKNOWN_COMMIT_TS:
                 self._warn_once(database, table, "ts", _NO_COMMIT_TS)
-        sink.add_row(kind, plan.schema, commit_ts, *images, (*position, 0))
+        position = (message.topic, message.partition or 0, message.offset or 0, 0)
+        sink.add_row(kind, plan.schema, commit_ts, *images, position)
 
     def _open(self, message: Message) -> tuple[bytes, dict[str, Any], Any] | None:
         """The value (decompressed), its payload and its Connect schema (None when absent);
@@ -338,8 +393,8 @@ class DebeziumDecoder(DecoderBase):
             return None  # JsonConverter's form of a tombstone ({"schema":null,"payload":null})
         return value, require_dict(payload, "payload"), obj.get("schema")
 
-    def _commit_ts(self, source: dict[str, Any], required: bool = False) -> int:
-        ts = source.get("commit_ts")
+    def _commit_ts(self, ts: Any, required: bool = False) -> int:
+        """A source's ``commit_ts``, checked (the unknown ts when absent and not required)."""
         if ts is None and not required:
             return UNKNOWN_COMMIT_TS
         if type(ts) is not int or not 0 <= ts < _TSO_END:  # (0: a re-encoded unknown ts)
@@ -371,7 +426,8 @@ class DebeziumDecoder(DecoderBase):
             kept = self._keep.matches(database, table) if table else None
             if kept is False or (kept is None and not self._keep.matches_schema(database)):
                 return
-        ddl = DDLEvent(classify(query), query, self._commit_ts(source), database, table)
+        ts = self._commit_ts(source.get("commit_ts"))
+        ddl = DDLEvent(classify(query), query, ts, database, table)
         sink.add_events([ddl], *position)
 
     # table shapes -----------------------------------------------------------------------------
@@ -387,10 +443,12 @@ class DebeziumDecoder(DecoderBase):
     ) -> _Plan:
         # TiCDC writes the schema last: its text is the cache key, found without serializing
         at = value.rfind(_TICDC_SCHEMA) if value.startswith(_TICDC_HEAD) else -1
-        text = value[at:] if at > 0 else orjson.dumps(schema)
+        text = value[at:] if at > 0 else _schema_text(schema)
         cache_key = (text, database, table, key)
         plan = self._plans.get(cache_key)
         if plan is None:
+            if isinstance(schema, msgspec.Raw):  # (the typed path's raw text)
+                schema = loads(bytes(schema), "schema")
             plan = self._plans.put(cache_key, _connect_plan(schema, database, table, key))
         if at > 0 and key_schema is not None:  # (a shape the batch path may take from now)
             self._shapes.put((text, key_schema), plan)
@@ -442,6 +500,10 @@ _NO_COMMIT_TS = (
     "%s: %s rows carry no source.commit_ts (genuine Debezium, not TiCDC): their commit ts is "
     "unknown (0) and their order is their partition offset"
 )
+
+
+def _schema_text(schema: Any) -> bytes:
+    return bytes(schema) if isinstance(schema, msgspec.Raw) else orjson.dumps(schema)
 
 
 def _connect_plan(schema: Any, database: str, table: str, key: tuple[str, ...]) -> _Plan:
