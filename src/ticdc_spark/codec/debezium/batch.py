@@ -19,13 +19,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 from itertools import chain
-from typing import TYPE_CHECKING, Annotated, Any
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
+from ticdc_spark.codec.debezium.typed import NOT_TYPED, PAYLOAD
 
 if TYPE_CHECKING:
     from ticdc_spark.codec.debezium.decoder import _Plan
@@ -36,27 +35,6 @@ TICDC_HEAD = b'{"payload":'
 TICDC_SCHEMA = b',"schema":'
 _MAX_SHAPES = 32  # (per batch: the records of further shapes take the careful path)
 
-# A JSON value the fast path reads: the careful path parses with orjson, which reads an integer
-# past 64 bits as a float, so integers past int64 (and nested values) go there.
-Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
-Value = str | Int64 | float | bool | None
-
-
-class _Source(msgspec.Struct):
-    db: str
-    table: str
-    commit_ts: Int64
-
-
-class _Payload(msgspec.Struct):
-    op: str
-    source: _Source
-    before: dict[str, Value] | None = None
-    after: dict[str, Value] | None = None
-
-
-_PAYLOAD = msgspec.json.Decoder(_Payload)
-_NOT_TAKEN = (msgspec.DecodeError, msgspec.ValidationError)
 _OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}  # (no "r": TiCDC sends no snapshot reads)
 _CONVERSION = (LookupError, TypeError, AttributeError, ValueError, ArithmeticError)
 Shapes = LRUCache[tuple[bytes, bytes], "_Plan"]
@@ -249,14 +227,16 @@ def _payload_rows(
     slow: list[int] = []
     for i, start, end in zip(records.tolist(), starts.tolist(), ends.tolist(), strict=True):
         try:
-            payload = _PAYLOAD.decode(data[start:end])
-        except _NOT_TAKEN:
+            payload = PAYLOAD.decode(data[start:end])
+        except NOT_TYPED:
             slow.append(i)
             continue
         op, source = _OPS.get(payload.op), payload.source
         before, after = payload.before, payload.after
         if (
             op is None
+            or source is None
+            or source.commit_ts is None
             or source.commit_ts <= 0
             or (source.db, source.table) != table
             or (op == "DELETE") != (after is None)
