@@ -54,32 +54,25 @@ def decode_batch(
 ) -> Any:
     """The changelog batch of an Arrow batch of Kafka records (see the module)."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     values, keys = _binary(batch.column("value")), _binary(batch.column("key"))
     n = len(values)
-    candidate = _ticdc_with_schema(values)
-    candidate = pc.and_(candidate, _ticdc_with_schema(keys))
+    candidate = pc.and_(pc.starts_with(values, TICDC_HEAD), pc.starts_with(keys, TICDC_HEAD))
     undecided = candidate.fill_null(False).to_numpy(zero_copy_only=False).copy()
     carefully = _InOrder(CarefulRows(careful, sink), np.flatnonzero(~undecided))
     reader = _Reader(values, batch, sink, Tables(sink.row_kind))
-    for _ in range(n):
-        left = np.flatnonzero(undecided)
-        if not len(left):
-            break
-        first = int(left[0])
+    for first in np.flatnonzero(undecided).tolist():
+        if not undecided[first]:
+            continue  # (taken with an earlier record's shape)
         tails = _tails(values[first].as_py(), keys[first].as_py())
         plan = None if tails is None or len(reader.parts) >= _MAX_SHAPES else shapes.get(tails)
         if tails is None or plan is None:
-            carefully.run(first)  # (learns the shape, if it is TiCDC's)
             undecided[first] = False
+            carefully.run(first)  # (learns the shape, if it is TiCDC's)
             continue
-        at = pa.array(left)
-        match = pc.and_(
-            pc.ends_with(values.take(at), tails[0]), pc.ends_with(keys.take(at), tails[1])
-        )
-        taken = left[match.to_numpy(zero_copy_only=False)]
+        match = pc.and_(pc.ends_with(values, tails[0]), pc.ends_with(keys, tails[1]))
+        taken = np.flatnonzero(match.fill_null(False).to_numpy(zero_copy_only=False) & undecided)
         undecided[taken] = False
         carefully.defer(reader.read(plan, taken, len(tails[0])))
     carefully.flush(n)
@@ -109,16 +102,6 @@ class _InOrder:
         deferred = self.deferred
         while deferred and deferred[0] < end:
             self.rows(heapq.heappop(deferred))
-
-
-def _ticdc_with_schema(column: Any) -> Any:
-    """Whether each record looks like TiCDC's with a schema (``{"payload":..,"schema":..}``)."""
-    import pyarrow.compute as pc
-
-    return pc.and_(
-        pc.starts_with(column, TICDC_HEAD),
-        pc.match_substring(column, TICDC_SCHEMA.decode()),
-    )
 
 
 def _binary(column: Any) -> Any:
@@ -165,24 +148,24 @@ class _Reader:
         table = (schema.database, schema.table)
         starts, ends = self.offsets[records] + len(TICDC_HEAD), self.offsets[records + 1] - tail
         kept, rows, slow = _payload_rows(self.data, records, starts, ends, table)
-        texts, bad = _texts(plan, rows)
+        images, bad = _images(plan, rows)
         if bad:
             slow.extend(kept[i] for i in bad)
             good = [i for i in range(len(kept)) if i not in bad]
             kept, rows = [kept[i] for i in good], [rows[i] for i in good]
-            texts, _ = _texts(plan, rows)
+            images, _ = _images(plan, rows)
         if kept:
             text = plan.changelog_schema
             if text is None:
                 text = plan.changelog_schema = self.sink.schema_text(schema) or ""
             rows_from = np.array(kept, np.int64)
-            batch = self._batch(table, rows, texts, rows_from)
+            batch = self._batch(table, rows, images, rows_from)
             count = len(kept)
             slots = np.full(count, self.tables.slot(table), np.int64)
             self.parts.append((batch, rows_from, slots, np.full(count, self.tables.text(text))))
         return np.array(slow, np.int64)
 
-    def _batch(self, table: tuple[str, str], rows: list[Any], texts: Any, kept: Any) -> Any:
+    def _batch(self, table: tuple[str, str], rows: list[Any], images: Any, kept: Any) -> Any:
         import numpy as np
         import pyarrow as pa
 
@@ -190,7 +173,6 @@ class _Reader:
         text, binary = pa.string(), pa.binary()
         at = pa.array(kept)
         topic, partition, offset = (column.take(at) for column in self.positions)
-        before_texts, after_texts = texts
         columns = {
             "kind": pa.repeat(pa.scalar(self.sink.row_kind), count),
             "op": pa.array([row[0] for row in rows], text),
@@ -208,8 +190,8 @@ class _Reader:
             "error": pa.nulls(count, text),
             "key": pa.nulls(count, binary),
             "value": pa.nulls(count, binary),
-            "before": _map_column([row[2] for row in rows], before_texts),
-            "after": _map_column([row[3] for row in rows], after_texts),
+            "before": images[0],
+            "after": images[1],
         }
         schema = self.sink.arrow_schema()
         return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
@@ -249,13 +231,13 @@ def _payload_rows(
     return kept, rows, slow
 
 
-def _texts(plan: _Plan, rows: list[Row]) -> tuple[tuple[list[Any], list[Any]], set[int]]:
-    """The changelog text of the rows' before and after values (flat, in order), and the rows
-    (by position) a value of which the shape's converters refuse."""
+def _images(plan: _Plan, rows: list[Row]) -> tuple[tuple[Any, Any], set[int]]:
+    """The before and after columns of the rows, and the rows (by position) a value of which
+    the shape's converters refuse (then no columns)."""
     try:
         return (
-            _values(plan, (row[2] for row in rows)),
-            _values(plan, (row[3] for row in rows)),
+            _image_column(plan, [row[2] for row in rows]),
+            _image_column(plan, [row[3] for row in rows]),
         ), set()
     except _CONVERSION:
         pass
@@ -265,7 +247,9 @@ def _texts(plan: _Plan, rows: list[Row]) -> tuple[tuple[list[Any], list[Any]], s
             _values(plan, row[2:])
         except _CONVERSION:
             bad.add(i)
-    return ([], []), bad
+    if not bad:
+        raise ValueError(f"the images of {plan.schema.qualified_name} did not convert as a batch")
+    return (None, None), bad
 
 
 def _values(plan: _Plan, images: Iterable[Image]) -> list[Any]:
@@ -278,19 +262,52 @@ def _values(plan: _Plan, images: Iterable[Image]) -> list[Any]:
     ]
 
 
-def _map_column(images: list[Image], texts: list[Any]) -> Any:
-    """A before/after column: the images' column names with the values' texts."""
+def _image_column(plan: _Plan, images: list[Image]) -> Any:
+    """A before/after column: each image's column names with its values' changelog texts,
+    converted column by column when every image has the shape's columns in order (TiCDC
+    writes them so), else value by value."""
     import numpy as np
     import pyarrow as pa
 
     present = [image for image in images if image is not None]
+    names, count = plan.names, len(present)
+    keys = list(chain.from_iterable(present))
+    if names and keys == names * count:
+        width = len(names)
+        flat = list(chain.from_iterable(map(dict.values, present)))
+        columns = [
+            _column_texts(plan.columnar[j], plan.converters[j], flat[j::width])
+            for j in range(width)
+        ]
+        by_row = (np.arange(width) * count + np.arange(count)[:, None]).ravel()
+        texts = pa.concat_arrays(columns).take(pa.array(by_row))
+        key_array = pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), count)))
+    else:
+        texts = pa.array(_values(plan, present), pa.string())
+        key_array = pa.array(keys, pa.string())
     lengths = np.fromiter((0 if image is None else len(image) for image in images), np.int32)
     offsets = np.zeros(len(images) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
     return pa.MapArray.from_arrays(
         pa.array(offsets),
-        pa.array(list(chain.from_iterable(present)), pa.string()),
-        pa.array(texts, pa.string()),
+        key_array,
+        texts,
         type=pa.map_(pa.string(), pa.string()),
         mask=pa.array([image is None for image in images]),
     )
+
+
+_NULL = type(None)
+
+
+def _column_texts(kind: type | None, convert: Any, values: list[Any]) -> Any:
+    """The changelog texts of one column's values: by Arrow when the column's text is the
+    value itself (a string) or its decimal digits (an integer) and every value is of that
+    JSON type or null, else by the column's converter."""
+    import pyarrow as pa
+
+    if kind is not None and set(map(type, values)) <= {kind, _NULL}:
+        if kind is str:
+            return pa.array(values, pa.string())
+        return pa.array(values, pa.int64()).cast(pa.string())
+    return pa.array([None if v is None else convert(v) for v in values], pa.string())

@@ -78,7 +78,16 @@ class _Plan:
     """A table shape: its schema and, per column, the reader of its wire value and the
     changelog text of it."""
 
-    __slots__ = ("changelog_schema", "passes", "readers", "schema", "texts")
+    __slots__ = (
+        "changelog_schema",
+        "columnar",
+        "converters",
+        "names",
+        "passes",
+        "readers",
+        "schema",
+        "texts",
+    )
 
     def __init__(
         self,
@@ -90,6 +99,11 @@ class _Plan:
         self.readers = readers
         self.changelog_schema: str | None = None  # (the changelog's schema JSON, once asked)
         self.texts = {c.name: _text_of(readers[c.name], c.type) for c in schema.columns}
+        # (for the batch path: per column in order, its text converter and the JSON type
+        # whose values Arrow makes that text of, if any)
+        self.names = list(self.texts)
+        self.converters = list(self.texts.values())
+        self.columnar = [_COLUMNAR.get(text) for text in self.converters]
         # (column, JSON type) pairs whose values the readers return unchanged (for guessed
         # columns only: their readers are type checks, or conversions of the other types)
         self.passes = (
@@ -136,6 +150,10 @@ def _integer_text(value: Any) -> str:
     if type(value) is not int:
         raise ValueError(f"expected an integer, got {value!r}")
     return str(value)
+
+
+# Text converters whose text Arrow makes for a whole column of values of one JSON type.
+_COLUMNAR: dict[Converter, type] = {_DEFAULT_READERS[Family.STRING]: str, _integer_text: int}
 
 
 def _schema(database: str, table: str, columns: list[Column], key: tuple[str, ...]) -> TableSchema:
