@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
-from ticdc_spark.codec.debezium.typed import NOT_TYPED, PAYLOAD
+from ticdc_spark.codec.debezium.typed import KEY_PAYLOAD, NOT_TYPED, PAYLOAD, utf8
 
 if TYPE_CHECKING:
     from ticdc_spark.codec.debezium.decoder import _Plan
@@ -37,7 +37,7 @@ _MAX_SHAPES = 32  # (per batch: the records of further shapes take the careful p
 
 _OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}  # (no "r": TiCDC sends no snapshot reads)
 _CONVERSION = (LookupError, TypeError, AttributeError, ValueError, ArithmeticError)
-Shapes = LRUCache[tuple[bytes, bytes], "_Plan"]
+Shapes = LRUCache[tuple[bytes, bytes], "tuple[_Plan, tuple[str, ...]]"]
 Image = dict[str, Any] | None
 
 
@@ -59,22 +59,22 @@ def decode_batch(
     values, keys = _binary(batch.column("value")), _binary(batch.column("key"))
     n = len(values)
     candidate = pc.and_(pc.starts_with(values, TICDC_HEAD), pc.starts_with(keys, TICDC_HEAD))
-    undecided = candidate.fill_null(False).to_numpy(zero_copy_only=False).copy()
+    undecided = candidate.fill_null(False).to_numpy(zero_copy_only=False) & _utf8(values, keys)
     carefully = _InOrder(CarefulRows(careful, sink), np.flatnonzero(~undecided))
-    reader = _Reader(values, batch, sink, Tables(sink.row_kind))
+    reader = _Reader((values, keys), batch, sink, Tables(sink.row_kind))
     for first in np.flatnonzero(undecided).tolist():
         if not undecided[first]:
             continue  # (taken with an earlier record's shape)
         tails = _tails(values[first].as_py(), keys[first].as_py())
-        plan = None if tails is None or len(reader.parts) >= _MAX_SHAPES else shapes.get(tails)
-        if tails is None or plan is None:
+        shape = None if tails is None or len(reader.parts) >= _MAX_SHAPES else shapes.get(tails)
+        if tails is None or shape is None:
             undecided[first] = False
             carefully.run(first)  # (learns the shape, if it is TiCDC's)
             continue
         match = pc.and_(pc.ends_with(values, tails[0]), pc.ends_with(keys, tails[1]))
         taken = np.flatnonzero(match.fill_null(False).to_numpy(zero_copy_only=False) & undecided)
         undecided[taken] = False
-        carefully.defer(reader.read(plan, taken, len(tails[0])))
+        carefully.defer(reader.read(shape, taken, (len(tails[0]), len(tails[1]))))
     carefully.flush(n)
     own = own_rows(reader.parts, sink)
     return merged(own, carefully.rows.rows(), reader.tables, sink.row_kind)
@@ -104,6 +104,21 @@ class _InOrder:
             self.rows(heapq.heappop(deferred))
 
 
+def _utf8(*columns: Any) -> Any:
+    """Whether each record's columns are UTF-8 (the full path's orjson requires it; msgspec
+    does not check the members it skips): by one Arrow cast when all are."""
+    import numpy as np
+    import pyarrow as pa
+
+    valid = np.ones(len(columns[0]), np.bool_)
+    for column in columns:
+        try:
+            column.cast(pa.string())
+        except pa.ArrowInvalid:
+            valid &= np.array([v is None or utf8(v) for v in column.to_pylist()], np.bool_)
+    return valid
+
+
 def _binary(column: Any) -> Any:
     import pyarrow as pa
 
@@ -122,14 +137,13 @@ def _tails(value: bytes, key: bytes) -> tuple[bytes, bytes] | None:
 class _Reader:
     """Reads the records of one shape at a time into changelog rows (``parts``)."""
 
-    def __init__(self, values: Any, batch: Any, sink: ChangelogSink, tables: Tables) -> None:
-        import numpy as np
+    def __init__(
+        self, columns: tuple[Any, Any], batch: Any, sink: ChangelogSink, tables: Tables
+    ) -> None:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        _, offsets, data = values.buffers()
-        self.offsets = np.frombuffer(offsets, np.int32, len(values) + 1, values.offset * 4)
-        self.data = memoryview(data if data is not None else b"")
+        self.values, self.keys = (_Buffers(column) for column in columns)
         self.positions = (
             pc.fill_null(batch.column("topic"), ""),
             pc.fill_null(batch.column("partition"), 0).cast(pa.int32()),
@@ -139,15 +153,24 @@ class _Reader:
         self.tables = tables
         self.parts: list[tuple[Any, Any, Any, Any]] = []
 
-    def read(self, plan: _Plan, records: Any, tail: int) -> Any:
-        """Adds the rows of ``records`` (of ``plan``'s shape, whose schema text is ``tail``
-        bytes long) to ``parts``; returns the records the careful path must decode."""
+    def read(
+        self, shape: tuple[_Plan, tuple[str, ...]], records: Any, tails: tuple[int, int]
+    ) -> Any:
+        """Adds the rows of ``records`` (of the shape's plan and key names, whose value's and
+        key's schema texts are ``tails`` bytes long) to ``parts``; returns the records the
+        careful path must decode."""
         import numpy as np
 
+        plan, key_names = shape
         schema = plan.schema
         table = (schema.database, schema.table)
-        starts, ends = self.offsets[records] + len(TICDC_HEAD), self.offsets[records + 1] - tail
-        kept, rows, slow = _payload_rows(self.data, records, starts, ends, table)
+        keyed = _key_names_are(self.keys, records, tails[1], key_names)
+        slow = records[~keyed].tolist()
+        records = records[keyed]
+        starts = self.values.offsets[records] + len(TICDC_HEAD)
+        ends = self.values.offsets[records + 1] - tails[0]
+        kept, rows, slow_payloads = _payload_rows(self.values.data, records, starts, ends, table)
+        slow.extend(slow_payloads)
         images, bad = _images(plan, rows)
         if bad:
             slow.extend(kept[i] for i in bad)
@@ -195,6 +218,38 @@ class _Reader:
         }
         schema = self.sink.arrow_schema()
         return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+class _Buffers:
+    """A binary Arrow column's offsets and bytes, to slice records' parts from."""
+
+    def __init__(self, column: Any) -> None:
+        import numpy as np
+
+        _, offsets, data = column.buffers()
+        self.offsets = np.frombuffer(offsets, np.int32, len(column) + 1, column.offset * 4)
+        self.data = memoryview(data if data is not None else b"")
+
+
+def _key_names_are(keys: _Buffers, records: Any, tail: int, names: tuple[str, ...]) -> Any:
+    """Whether each record's key payload (its key's schema text ``tail`` bytes long) names
+    ``names``, the key columns of the shape's plan (the careful path plans by them)."""
+    import numpy as np
+
+    data, starts = keys.data, keys.offsets[records] + len(TICDC_HEAD)
+    ends = keys.offsets[records + 1] - tail
+    same = [
+        _names(data[start:end]) == names
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+    return np.array(same, np.bool_)
+
+
+def _names(key_payload: memoryview) -> tuple[str, ...] | None:
+    try:
+        return tuple(KEY_PAYLOAD.decode(key_payload))
+    except NOT_TYPED:
+        return None
 
 
 Row = tuple[str, int, Image, Image]  # op, commit ts, before, after (wire values)
@@ -293,7 +348,7 @@ def _image_column(plan: _Plan, images: list[Image]) -> Any:
         key_array,
         texts,
         type=pa.map_(pa.string(), pa.string()),
-        mask=pa.array([image is None for image in images]),
+        mask=pa.array([image is None for image in images], pa.bool_()),
     )
 
 

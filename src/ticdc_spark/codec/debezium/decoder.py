@@ -38,7 +38,7 @@ from ticdc_spark.codec.debezium.batch import key_schema_text as _key_schema_text
 from ticdc_spark.codec.debezium.connect import read_field
 from ticdc_spark.codec.debezium.dialect import DEBEZIUM
 from ticdc_spark.codec.debezium.options import CHECKPOINT_OP, PROTOCOL, DebeziumOptions
-from ticdc_spark.codec.debezium.typed import ENVELOPE, KEY, NOT_TYPED, RAW_NULL
+from ticdc_spark.codec.debezium.typed import ENVELOPE, KEY, NOT_TYPED, RAW_NULL, utf8
 from ticdc_spark.codec.debezium.typed import Source as _Source
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.ddl import classify
@@ -269,8 +269,9 @@ class DebeziumDecoder(DecoderBase):
         self._large = LargeMessages(PROTOCOL, self.options)
         self._compressed = self.options.large_message_handle_compression != "none"
         self._plans: LRUCache[Any, _Plan] = LRUCache(4096)
-        # (value schema text, key schema text) -> plan, for the batch path's TiCDC records
-        self._shapes: LRUCache[tuple[bytes, bytes], _Plan] = LRUCache(4096)
+        # (value schema text, key schema text) -> (plan, the key's column names), for the
+        # batch path's TiCDC records
+        self._shapes: LRUCache[tuple[bytes, bytes], tuple[_Plan, tuple[str, ...]]] = LRUCache(4096)
         self._guesses: dict[tuple[str, str], _Guess] = {}
         self._warned: set[tuple[str, str, str]] = set()
 
@@ -299,7 +300,7 @@ class DebeziumDecoder(DecoderBase):
         message, and for one this path cannot finish: :meth:`_message_into` then decodes it
         (and says what is wrong with it)."""
         value, key = message.value, message.key
-        if value is None or self._compressed:
+        if value is None or self._compressed or not utf8(value) or not utf8(key or b""):
             return False
         try:
             envelope = ENVELOPE.decode(value)
@@ -469,7 +470,7 @@ class DebeziumDecoder(DecoderBase):
                 schema = loads(bytes(schema), "schema")
             plan = self._plans.put(cache_key, _connect_plan(schema, database, table, key))
         if at > 0 and key_schema is not None:  # (a shape the batch path may take from now)
-            self._shapes.put((text, key_schema), plan)
+            self._shapes.put((text, key_schema), (plan, key))
         return plan
 
     def _guessed(
