@@ -86,6 +86,7 @@ class _Plan:
         "passes",
         "readers",
         "schema",
+        "seen",
         "texts",
     )
 
@@ -111,6 +112,8 @@ class _Plan:
             if passes is None
             else frozenset(chain(passes.items(), ((name, _NONE) for name in readers)))
         )
+        # (the images' column names and JSON types seen, and whether they pass unchanged)
+        self.seen: dict[tuple[tuple[str, ...], tuple[type, ...]], bool] = {}
 
     def image(self, raw: Any, text: bool) -> Image:
         if raw is None:
@@ -129,9 +132,18 @@ class _Plan:
 
     def _unchanged(self, raw: dict[str, Any]) -> bool:
         """Whether each value of ``raw`` is null or of the type its column's reader returns
-        unchanged (one set test, no call per value)."""
-        passes = self.passes or frozenset()
-        return passes.issuperset(zip(raw, map(type, raw.values()), strict=True))
+        unchanged (one set test per combination of names and types, no call per value)."""
+        key = (tuple(raw), tuple(map(type, raw.values())))
+        known = self.seen.get(key)
+        if known is None:
+            passes = self.passes or frozenset()
+            known = passes.issuperset(zip(*key, strict=True))
+            if len(self.seen) < _SEEN_MOST:
+                self.seen[key] = known
+        return known
+
+
+_SEEN_MOST = 256  # (combinations of nulls a table's rows show: past these, the set test)
 
 
 def _text_of(read: Converter, ctype: ColumnType) -> Converter:
