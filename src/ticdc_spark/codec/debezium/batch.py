@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
-from ticdc_spark.codec.debezium.typed import KEY_PAYLOAD, NOT_TYPED, PAYLOAD, utf8
+from ticdc_spark.codec.debezium.typed import KEY_PAYLOAD, NOT_TYPED, TICDC_PAYLOAD, utf8
 
 if TYPE_CHECKING:
     from ticdc_spark.codec.debezium.decoder import _Plan
@@ -262,27 +262,23 @@ def _payload_rows(
     kept: list[int] = []
     rows: list[Row] = []
     slow: list[int] = []
+    decode, ops = TICDC_PAYLOAD.decode, _OPS
     for i, start, end in zip(records.tolist(), starts.tolist(), ends.tolist(), strict=True):
         try:
-            payload = PAYLOAD.decode(data[start:end])
+            payload = decode(data[start:end])
         except NOT_TYPED:
             slow.append(i)
             continue
-        op, source = _OPS.get(payload.op), payload.source
-        before, after = payload.before, payload.after
+        op, source, before, after = payload.op, payload.source, payload.before, payload.after
         if (
-            op is None
-            or source is None
-            or source.commit_ts is None
-            or source.commit_ts <= 0
-            or (source.db, source.table) != table
-            or (op == "DELETE") != (after is None)
-            or (op != "INSERT") != (before is not None)
+            (source.db, source.table) != table
+            or (op == "d") != (after is None)
+            or (op != "c") != (before is not None)
         ):
             slow.append(i)
             continue
         kept.append(i)
-        rows.append((op, source.commit_ts, before, after))
+        rows.append((ops[op], source.commit_ts, before, after))
     return kept, rows, slow
 
 
@@ -324,11 +320,11 @@ def _image_column(plan: _Plan, images: list[Image]) -> Any:
     import numpy as np
     import pyarrow as pa
 
+    absent = [image is None for image in images]
     present = [image for image in images if image is not None]
     names, count = plan.names, len(present)
-    keys = list(chain.from_iterable(present))
-    if names and keys == names * count:
-        width = len(names)
+    width = len(names)
+    if names and set(map(len, present)) <= {width} and set(map(tuple, present)) <= {plan.order}:
         flat = list(chain.from_iterable(map(dict.values, present)))
         columns = [
             _column_texts(plan.columnar[j], plan.converters[j], flat[j::width])
@@ -337,10 +333,11 @@ def _image_column(plan: _Plan, images: list[Image]) -> Any:
         by_row = (np.arange(width) * count + np.arange(count)[:, None]).ravel()
         texts = pa.concat_arrays(columns).take(pa.array(by_row))
         key_array = pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), count)))
+        lengths = np.where(absent, 0, width).astype(np.int32)
     else:
         texts = pa.array(_values(plan, present), pa.string())
-        key_array = pa.array(keys, pa.string())
-    lengths = np.fromiter((0 if image is None else len(image) for image in images), np.int32)
+        key_array = pa.array(list(chain.from_iterable(present)), pa.string())
+        lengths = np.fromiter((0 if image is None else len(image) for image in images), np.int32)
     offsets = np.zeros(len(images) + 1, np.int32)
     np.cumsum(lengths, out=offsets[1:])
     return pa.MapArray.from_arrays(
@@ -348,7 +345,7 @@ def _image_column(plan: _Plan, images: list[Image]) -> Any:
         key_array,
         texts,
         type=pa.map_(pa.string(), pa.string()),
-        mask=pa.array([image is None for image in images], pa.bool_()),
+        mask=pa.array(absent, pa.bool_()),
     )
 
 

@@ -83,6 +83,7 @@ class _Plan:
         "columnar",
         "converters",
         "names",
+        "order",
         "passes",
         "readers",
         "schema",
@@ -103,6 +104,7 @@ class _Plan:
         # (for the batch path: per column in order, its text converter and the JSON type
         # whose values Arrow makes that text of, if any)
         self.names = list(self.texts)
+        self.order = tuple(self.names)
         self.converters = list(self.texts.values())
         self.columnar = [_COLUMNAR.get(text) for text in self.converters]
         # (column, JSON type) pairs whose values the readers return unchanged (for guessed

@@ -15,7 +15,7 @@ the whole message (tests/test_debezium_fast_paths.py states this one difference)
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -24,14 +24,14 @@ __all__ = [
     "KEY",
     "KEY_PAYLOAD",
     "NOT_TYPED",
-    "PAYLOAD",
     "RAW_NULL",
+    "TICDC_PAYLOAD",
     "Payload",
     "Source",
     "utf8",
 ]
 
-# The int64 integers (orjson reads past 2^64-1 as a float; the full path takes all past int64).
+# Integers within int64 (orjson reads past 2^64-1 as a float: the full path takes past int64).
 JsonInt = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 # A column value of a row image: a JSON scalar (nested values take the full path).
 Value = str | JsonInt | float | bool | None
@@ -40,27 +40,28 @@ Value = str | JsonInt | float | bool | None
 RAW_NULL = msgspec.Raw(b"null")  # (no schema, or a null one)
 
 
-class Source(msgspec.Struct):
+# (gc=False: these structs hold strings, numbers and dicts of scalars, never a cycle)
+class Source(msgspec.Struct, gc=False):
     db: str = ""
     table: str = ""
     commit_ts: JsonInt | None = None
 
 
-class Payload(msgspec.Struct):
+class Payload(msgspec.Struct, gc=False):
     op: str
     source: Source | None = None
     before: dict[str, Value] | None = None
     after: dict[str, Value] | None = None
 
 
-class Envelope(msgspec.Struct, forbid_unknown_fields=True):
+class Envelope(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A value: ``{"payload": P}`` (``debezium-disable-schema``) or with a ``schema``."""
 
     payload: Payload
     schema: msgspec.Raw = RAW_NULL  # (the raw text: parsed only for a schema not yet planned)
 
 
-class Key(msgspec.Struct, forbid_unknown_fields=True):
+class Key(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """A key in the same envelope: only its column names are needed."""
 
     payload: dict[str, msgspec.Raw]
@@ -78,8 +79,25 @@ def utf8(data: bytes) -> bool:
     return True
 
 
+class TicdcSource(msgspec.Struct, gc=False):
+    """The ``source`` of a row TiCDC wrote: its table and commit ts, all required."""
+
+    db: str
+    table: str
+    commit_ts: Annotated[int, msgspec.Meta(gt=0, le=(1 << 63) - 1)]
+
+
+class TicdcPayload(msgspec.Struct, gc=False):
+    """A row's payload as the batch path takes it (TiCDC sends no snapshot reads: no "r")."""
+
+    op: Literal["c", "u", "d"]
+    source: TicdcSource
+    before: dict[str, Value] | None = None
+    after: dict[str, Value] | None = None
+
+
 ENVELOPE = msgspec.json.Decoder(Envelope)
-PAYLOAD = msgspec.json.Decoder(Payload)
+TICDC_PAYLOAD = msgspec.json.Decoder(TicdcPayload)
 KEY = msgspec.json.Decoder(Key)
 KEY_PAYLOAD = msgspec.json.Decoder(dict[str, msgspec.Raw])  # (a key's payload: its names)
 NOT_TYPED = (msgspec.DecodeError, msgspec.ValidationError)  # (the full path says why)
