@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
@@ -74,7 +76,7 @@ def decode_batch(
         match = pc.and_(pc.ends_with(values, tails[0]), pc.ends_with(keys, tails[1]))
         taken = np.flatnonzero(match.fill_null(False).to_numpy(zero_copy_only=False) & undecided)
         undecided[taken] = False
-        carefully.defer(reader.read(shape, taken, (len(tails[0]), len(tails[1]))))
+        carefully.defer(reader.read(shape, taken, (len(tails[0]), tails[1])))
     carefully.flush(n)
     own = own_rows(reader.parts, sink)
     return merged(own, carefully.rows.rows(), reader.tables, sink.row_kind)
@@ -154,11 +156,11 @@ class _Reader:
         self.parts: list[tuple[Any, Any, Any, Any]] = []
 
     def read(
-        self, shape: tuple[_Plan, tuple[str, ...]], records: Any, tails: tuple[int, int]
+        self, shape: tuple[_Plan, tuple[str, ...]], records: Any, tails: tuple[int, bytes]
     ) -> Any:
-        """Adds the rows of ``records`` (of the shape's plan and key names, whose value's and
-        key's schema texts are ``tails`` bytes long) to ``parts``; returns the records the
-        careful path must decode."""
+        """Adds the rows of ``records`` (of the shape's plan and key names; ``tails``: the
+        length of the value's schema text, the key's schema text) to ``parts``; returns the
+        records the careful path must decode."""
         import numpy as np
 
         plan, key_names = shape
@@ -227,22 +229,50 @@ class _Buffers:
         import numpy as np
 
         _, offsets, data = column.buffers()
+        self.column = column
         self.offsets = np.frombuffer(offsets, np.int32, len(column) + 1, column.offset * 4)
         self.data = memoryview(data if data is not None else b"")
 
 
-def _key_names_are(keys: _Buffers, records: Any, tail: int, names: tuple[str, ...]) -> Any:
-    """Whether each record's key payload (its key's schema text ``tail`` bytes long) names
-    ``names``, the key columns of the shape's plan (the careful path plans by them)."""
+def _key_names_are(keys: _Buffers, records: Any, tail: bytes, names: tuple[str, ...]) -> Any:
+    """Whether each record's key (ending with the key schema text ``tail``) has a payload of
+    the columns ``names``, the key columns of the shape's plan (the careful path plans by
+    them): by one regular expression over the keys for plain keys (scalars without escapes),
+    by msgspec for the others."""
     import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    data, starts = keys.data, keys.offsets[records] + len(TICDC_HEAD)
-    ends = keys.offsets[records + 1] - tail
-    same = [
-        _names(data[start:end]) == names
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
-    ]
-    return np.array(same, np.bool_)
+    plain = pc.match_substring_regex(keys.column.take(pa.array(records)), _key_pattern(names, tail))
+    same = plain.fill_null(False).to_numpy(zero_copy_only=False).copy()
+    other = np.flatnonzero(~same)
+    if len(other):
+        data, at = keys.data, records[other]
+        starts, ends = keys.offsets[at] + len(TICDC_HEAD), keys.offsets[at + 1] - len(tail)
+        same[other] = [
+            _names(data[start:end]) == names
+            for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+        ]
+    return same
+
+
+# A JSON scalar orjson reads as it is: an integer of at most 18 digits, a string without
+# escapes or control characters, true, false, null.
+_PLAIN_SCALAR = r'(?:-?(?:0|[1-9][0-9]{0,17})|"[^"\\\x00-\x1f]*"|true|false|null)'
+
+
+def _key_pattern(names: tuple[str, ...], tail: bytes) -> str:
+    """The whole of a key TiCDC writes with these columns and this schema text."""
+    members = ",".join(
+        _literal(orjson.dumps(name).decode()) + ":" + _PLAIN_SCALAR for name in names
+    )
+    return f"^{_literal(TICDC_HEAD.decode())}\\{{{members}\\}}{_literal(tail.decode())}$"
+
+
+def _literal(text: str) -> str:
+    """``text`` as a regular expression (RE2) matching itself: ASCII other than letters and
+    digits as hex escapes."""
+    return "".join(c if not c.isascii() or c.isalnum() else f"\\x{ord(c):02x}" for c in text)
 
 
 def _names(key_payload: memoryview) -> tuple[str, ...] | None:
