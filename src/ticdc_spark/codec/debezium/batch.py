@@ -3,15 +3,17 @@
 TiCDC writes a row's value as ``{"payload":{..},"schema":{..}}`` and its key the same way.
 The records of one batch whose schema texts (the value's and the key's tails) are those of a
 table shape the careful path has planned are found with Arrow's ``ends_with`` over the whole
-batch, shape by shape; only their payloads are parsed (msgspec, straight from the Arrow
-buffer, into typed structs that skip the ``source`` fields the changelog does not need); their
-images become changelog text with the shape's converters over all the batch's values at once,
-and the changelog columns are built from lists.  Every other record, and any record whose
-payload is not what the fast path expects (a value of another JSON type, a nested value, an
-integer past int64, a missing image, another table), goes through ``careful(i)``, the one
-decode path with every check, which also learns the shapes.  ``careful`` sees its records in
-record order (the guesses of tables without a schema depend on it).  The two are merged back
-into record order (:mod:`ticdc_spark.codec.arrowrows`).
+batch, shape by shape.  Their keys must name the shape's key columns (one RE2 expression over
+the plain keys, msgspec for the others); only their payloads are parsed (msgspec, straight
+from the Arrow buffer, into strict typed structs that skip the ``source`` members the
+changelog does not need); their images become changelog text column by column (Arrow for
+string and integer columns, the shape's converter for the others).  Every other record, and
+any record whose key or payload is not what this path expects (bytes that are not UTF-8, a
+value of another JSON type, a nested value, an integer past int64, a missing image, another
+table), goes through ``careful(i)``, the one decode path with every check, which also learns
+the shapes.  ``careful`` sees its records in record order (the guesses of tables without a
+schema depend on it).  The two are merged back into record order
+(:mod:`ticdc_spark.codec.arrowrows`).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class _InOrder:
 
     def __init__(self, rows: CarefulRows, deferred: Any) -> None:
         self.rows = rows
-        self.deferred: list[int] = deferred.tolist()  # (a heap)
+        self.deferred: list[int] = deferred.tolist()  # (a heap: ascending already is one)
 
     def defer(self, records: Any) -> None:
         for i in records.tolist():
