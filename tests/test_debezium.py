@@ -407,7 +407,6 @@ def test_arrow_batch_path_gives_what_decoding_one_by_one_gives() -> None:
     genuine Debezium records: the Arrow batch equals the one-by-one changelog, and most
     records took the batch path."""
     from contract.helpers import kafka_batch
-
     from ticdc_spark.spark.decode import _Records, decode_batches
     from ticdc_spark.workload import Workload
 
@@ -416,14 +415,16 @@ def test_arrow_batch_path_gives_what_decoding_one_by_one_gives() -> None:
     messages = [m for e in events for m in encoder.encode([e])]
     for i, (old, new) in enumerate(_BATCH_MUTATIONS):
         at = next(j for j in range(10 + 7 * i, len(messages)) if re.search(old, messages[j].value))  # type: ignore[arg-type]
-        messages[at] = Message(messages[at].key, re.sub(old, new, messages[at].value, 1))  # type: ignore[arg-type]
+        messages[at] = Message(messages[at].key, re.sub(old, new, messages[at].value, count=1))  # type: ignore[arg-type]
     messages[3] = Message(messages[3].key, (messages[3].value or b"")[:200])  # cut short
     messages[4] = Message(None, messages[4].value)  # no key: another plan (no handle key)
     messages[5] = Message(messages[5].key, None)  # a tombstone
     messages.extend(encoder.encode([Watermark(445644800000000001)]))
-    messages.extend(list(read_values((GENUINE / "schema-exclude.jsonl").read_bytes().splitlines()))[:3])
+    genuine = (GENUINE / "schema-exclude.jsonl").read_bytes().splitlines()
+    messages.extend(list(read_values(genuine))[:3])
     messages = [
-        Message(m.key, m.value, topic="t", partition=i % 2, offset=i) for i, m in enumerate(messages)
+        Message(m.key, m.value, topic="t", partition=i % 2, offset=i)
+        for i, m in enumerate(messages)
     ]
     batch = kafka_batch(messages)
     (one_by_one,) = decode_batches(iter([batch]), "debezium", {}, compiled=False)
