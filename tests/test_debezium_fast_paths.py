@@ -9,6 +9,7 @@ Connect schema, among mutated messages:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.codec.debezium import DebeziumDecoder
 from ticdc_spark.errors import DecodeError
+from ticdc_spark.io.capture import read_capture, read_values
 from ticdc_spark.model import Event
 from ticdc_spark.spark.decode import _Records, decode_batches
 
@@ -142,3 +144,39 @@ def test_the_batch_path_gives_the_one_by_one_changelog(
     records = _Records(batch, decoder, fail=False)
     out = decoder.decode_arrow_batch(batch, records.decode_one, records.builder)
     assert out.to_pylist() == _one_by_one(batch, options)
+
+
+_GENUINE = Path(__file__).parent / "fixtures" / "debezium-genuine"
+
+
+def _genuine(name: str) -> list[Message]:
+    lines = (_GENUINE / name).read_bytes().splitlines()
+    return list(read_capture(lines) if ".capture." in name else read_values(lines))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "schema-enable-precise.capture.jsonl",
+        "schema-enable-string-connect.jsonl",
+        "schema-exclude.jsonl",
+    ],
+)
+def test_genuine_captures_and_the_golden_row_through_the_batch_path(
+    name: str, golden_dir: Path
+) -> None:
+    """Genuine Debezium records (twice: the second time their shapes are known) and the
+    golden all-types message: the batch path's changelog is the one-by-one changelog."""
+    golden = Message(
+        (golden_dir / "debezium" / "datatype.dbz.key.json").read_bytes(),
+        (golden_dir / "debezium" / "datatype.dbz.json").read_bytes(),
+    )
+    messages = placed([*_genuine(name), golden] * 2)
+    batch = kafka_batch(messages)
+    decoder = make_decoder("debezium", {})
+    assert isinstance(decoder, DebeziumDecoder)
+    records = _Records(batch, decoder, fail=False)
+    out = decoder.decode_arrow_batch(batch, records.decode_one, records.builder)
+    expected = _one_by_one(batch, {})
+    assert out.to_pylist() == expected
+    assert not any(row["kind"] == "ERROR" for row in expected)
