@@ -18,17 +18,19 @@ schema depend on it).  The two are merged back into record order
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable, Iterable
 from itertools import chain
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 import orjson
 
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
-from ticdc_spark.codec.debezium.typed import KEY_PAYLOAD, NOT_TYPED, TICDC_PAYLOAD, utf8
+from ticdc_spark.codec.debezium.typed import KEY_PAYLOAD, NOT_TYPED, CommitTs, Value, utf8
 
 if TYPE_CHECKING:
     from ticdc_spark.codec.debezium.decoder import _Plan
@@ -39,7 +41,6 @@ TICDC_HEAD = b'{"payload":'
 TICDC_SCHEMA = b',"schema":'
 _MAX_SHAPES = 32  # (per batch: the records of further shapes take the careful path)
 
-_OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}  # (no "r": TiCDC sends no snapshot reads)
 _CONVERSION = (LookupError, TypeError, AttributeError, ValueError, ArithmeticError)
 Shapes = LRUCache[tuple[bytes, bytes], "tuple[_Plan, tuple[str, ...]]"]
 Image = dict[str, Any] | None
@@ -291,27 +292,49 @@ def _payload_rows(
     data: memoryview, records: Any, starts: Any, ends: Any, table: tuple[str, str]
 ) -> tuple[list[int], list[Row], list[int]]:
     """The records whose payload the fast path takes, their rows, and the others."""
-    kept: list[int] = []
-    rows: list[Row] = []
+    decode, op_of = _payload_reader(table)
+    payloads = [data[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
+    kept: list[int] = records.tolist()
     slow: list[int] = []
-    decode, ops = TICDC_PAYLOAD.decode, _OPS
-    for i, start, end in zip(records.tolist(), starts.tolist(), ends.tolist(), strict=True):
-        try:
-            payload = decode(data[start:end])
-        except NOT_TYPED:
-            slow.append(i)
-            continue
-        op, source, before, after = payload.op, payload.source, payload.before, payload.after
-        if (
-            (source.db, source.table) != table
-            or (op == "d") != (after is None)
-            or (op != "c") != (before is not None)
-        ):
-            slow.append(i)
-            continue
-        kept.append(i)
-        rows.append((ops[op], source.commit_ts, before, after))
+    try:
+        read = list(map(decode, payloads))
+    except NOT_TYPED:  # (some record is not of this shape: find which, one by one)
+        read, taken = [], []
+        for i, payload in zip(kept, payloads, strict=True):
+            try:
+                read.append(decode(payload))
+                taken.append(i)
+            except NOT_TYPED:
+                slow.append(i)
+        kept = taken
+    rows = [(op_of[type(p)], p.source.commit_ts, p.before, p.after) for p in read]
     return kept, rows, slow
+
+
+@functools.lru_cache(maxsize=256)
+def _payload_reader(table: tuple[str, str]) -> tuple[Any, dict[type, str]]:
+    """msgspec's reader of the payloads TiCDC writes for rows of ``table``, one struct per op
+    (``op`` the tag): the table, a commit ts and the images each op has, all checked while
+    parsing; and each struct's changelog op."""
+    name: Any = Literal  # (Literal of a runtime value)
+    source = msgspec.defstruct(
+        "Source",
+        [("db", name[table[0]]), ("table", name[table[1]]), ("commit_ts", CommitTs)],
+        gc=False,
+    )
+    image = dict[str, Value]
+    structs = {
+        "INSERT": [("source", source), ("after", image), ("before", None, None)],
+        "UPDATE": [("source", source), ("before", image), ("after", image)],
+        "DELETE": [("source", source), ("before", image), ("after", None, None)],
+    }
+    tags = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}
+    types = {
+        op: msgspec.defstruct(op.title(), fields, tag_field="op", tag=tags[op], gc=False)
+        for op, fields in structs.items()
+    }
+    reader = msgspec.json.Decoder(types["INSERT"] | types["UPDATE"] | types["DELETE"])
+    return reader.decode, {struct: op for op, struct in types.items()}
 
 
 def _images(plan: _Plan, rows: list[Row]) -> tuple[tuple[Any, Any], set[int]]:

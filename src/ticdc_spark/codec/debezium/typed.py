@@ -15,7 +15,7 @@ the whole message (tests/test_debezium_fast_paths.py states this one difference)
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 import msgspec
 
@@ -25,14 +25,17 @@ __all__ = [
     "KEY_PAYLOAD",
     "NOT_TYPED",
     "RAW_NULL",
-    "TICDC_PAYLOAD",
+    "CommitTs",
     "Payload",
     "Source",
+    "Value",
     "utf8",
 ]
 
 # Integers within int64 (orjson reads past 2^64-1 as a float: the full path takes past int64).
 JsonInt = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+# A commit ts TiCDC writes (a TSO within int64).
+CommitTs = Annotated[int, msgspec.Meta(gt=0, le=(1 << 63) - 1)]
 # A column value of a row image: a JSON scalar (nested values take the full path).
 Value = str | JsonInt | float | bool | None
 
@@ -79,25 +82,7 @@ def utf8(data: bytes) -> bool:
     return True
 
 
-class TicdcSource(msgspec.Struct, gc=False):
-    """The ``source`` of a row TiCDC wrote: its table and commit ts, all required."""
-
-    db: str
-    table: str
-    commit_ts: Annotated[int, msgspec.Meta(gt=0, le=(1 << 63) - 1)]
-
-
-class TicdcPayload(msgspec.Struct, gc=False):
-    """A row's payload as the batch path takes it (TiCDC sends no snapshot reads: no "r")."""
-
-    op: Literal["c", "u", "d"]
-    source: TicdcSource
-    before: dict[str, Value] | None = None
-    after: dict[str, Value] | None = None
-
-
 ENVELOPE = msgspec.json.Decoder(Envelope)
-TICDC_PAYLOAD = msgspec.json.Decoder(TicdcPayload)
 KEY = msgspec.json.Decoder(Key)
 KEY_PAYLOAD = msgspec.json.Decoder(dict[str, msgspec.Raw])  # (a key's payload: its names)
 NOT_TYPED = (msgspec.DecodeError, msgspec.ValidationError)  # (the full path says why)
