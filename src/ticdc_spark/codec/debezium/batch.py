@@ -377,9 +377,9 @@ def _image_column(plan: _Plan, images: list[Image]) -> Any:
 
     absent = [image is None for image in images]
     present = [image for image in images if image is not None]
-    names, count = plan.names, len(present)
+    names, count = plan.order, len(present)
     width = len(names)
-    if names and set(map(len, present)) <= {width} and set(map(tuple, present)) <= {plan.order}:
+    if names and set(map(len, present)) <= {width} and set(map(tuple, present)) <= {names}:
         flat = list(chain.from_iterable(map(dict.values, present)))
         columns = [
             _column_texts(plan.columnar[j], plan.converters[j], flat[j::width])

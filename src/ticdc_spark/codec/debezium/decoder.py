@@ -82,7 +82,6 @@ class _Plan:
         "changelog_schema",
         "columnar",
         "converters",
-        "names",
         "order",
         "passes",
         "readers",
@@ -103,8 +102,7 @@ class _Plan:
         self.texts = {c.name: _text_of(readers[c.name], c.type) for c in schema.columns}
         # (for the batch path: per column in order, its text converter and the JSON type
         # whose values Arrow makes that text of, if any)
-        self.names = list(self.texts)
-        self.order = tuple(self.names)
+        self.order = tuple(self.texts)
         self.converters = list(self.texts.values())
         self.columnar = [_COLUMNAR.get(text) for text in self.converters]
         # (column, JSON type) pairs whose values the readers return unchanged (for guessed
