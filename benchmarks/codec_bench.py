@@ -72,13 +72,16 @@ def _drain(results: Any) -> None:
         pass
 
 
-def best_of(repeat: int, func: Callable[[], Any]) -> float:
-    best = float("inf")
+def best_of(repeat: int, funcs: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Each function's best time of ``repeat`` rounds, the functions taking turns within a
+    round (the machine's noise then hits a codec and its floor alike)."""
+    best = dict.fromkeys(funcs, float("inf"))
     for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        func()
-        best = min(best, time.perf_counter() - start)
+        for name, func in funcs.items():
+            gc.collect()
+            start = time.perf_counter()
+            func()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -96,11 +99,17 @@ def measure(
 
     # Results are dropped as they come (no list of them): keeping 20,000 parsed documents alive
     # makes the garbage collector slow every side down, the floor most of all.
-    encode = best_of(repeat, lambda: encoder.encode(rows))
     rows_only = [m for m in messages if m.rows]  # (Simple: its decoder holds the schemas)
-    decode = best_of(repeat, lambda: _drain(decoder.decode(m) for m in rows_only))
-    loads = best_of(repeat, lambda: _drain(orjson.loads(d) for d in docs))
-    dumps = best_of(repeat, lambda: _drain(orjson.dumps(p) for p in parsed))
+    best = best_of(
+        repeat,
+        {
+            "encode": lambda: encoder.encode(rows),
+            "dumps": lambda: _drain(orjson.dumps(p) for p in parsed),
+            "decode": lambda: _drain(decoder.decode(m) for m in rows_only),
+            "loads": lambda: _drain(orjson.loads(d) for d in docs),
+        },
+    )
+    encode, dumps, decode, loads = (best[k] for k in ("encode", "dumps", "decode", "loads"))
     return {
         "messages": len(messages),
         "rows": len(rows),
