@@ -323,7 +323,7 @@ def _payload_reader(table: tuple[str, str]) -> tuple[Any, dict[type, str]]:
         gc=False,
     )
     image = dict[str, Value]
-    structs = {
+    structs: dict[str, list[tuple[str, Any] | tuple[str, Any, Any]]] = {
         "INSERT": [("source", source), ("after", image), ("before", None, None)],
         "UPDATE": [("source", source), ("before", image), ("after", image)],
         "DELETE": [("source", source), ("before", image), ("after", None, None)],
