@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
+from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged
 from ticdc_spark.codec.avro.decoder import read_record, row_kind_and_ts
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 from ticdc_spark.codec.base import ChangelogSink
@@ -45,6 +45,8 @@ def decode_batch(
     decoder: AvroDecoder, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
 ) -> Any:
     """The changelog batch of an Arrow batch of Kafka records."""
+    import numpy as np
+    import pyarrow as pa
 
     keys = batch.column("key").to_pylist()
     values = batch.column("value").to_pylist()
@@ -87,7 +89,14 @@ def decode_batch(
         unconverted.extend(bad)
     for i in sorted(unconverted):
         careful_rows(i)
-    return merged(own_rows(parts, sink), careful_rows.rows(), tables, sink.row_kind)
+    if parts:
+        rows = pa.concat_batches([p[0] for p in parts])
+        sources, slots, texts = (np.concatenate([p[j] for p in parts]) for j in (1, 2, 3))
+    else:
+        rows = pa.RecordBatch.from_pylist([], schema=sink.arrow_schema())
+        sources = slots = texts = np.zeros(0, np.int64)
+    own = (rows, sources, slots, texts)
+    return merged(own, careful_rows.rows(), tables, sink.row_kind)
 
 
 def _group_rows(
