@@ -31,7 +31,7 @@ from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.codec.debezium import DebeziumDecoder
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.io.capture import read_capture, read_values
-from ticdc_spark.model import Event
+from ticdc_spark.model import Event, RowChange
 from ticdc_spark.spark.decode import _Records, decode_batches
 
 _SCHEMA = {"enable-tidb-extension": "true"}
@@ -112,7 +112,7 @@ def test_the_typed_start_takes_plain_row_messages(options: dict[str, str]) -> No
     """(So that the case above compares two paths.)"""
     from ticdc_spark.workload import Workload
 
-    events = [e for e in Workload(seed=2, rows=60, tables=2).events() if hasattr(e, "kind")]
+    events = [e for e in Workload(seed=2, rows=60, tables=2).events() if isinstance(e, RowChange)]
     messages = encode("debezium", options, events)
     decoder = make_decoder("debezium", options)
     assert isinstance(decoder, DebeziumDecoder)
