@@ -42,7 +42,7 @@ PROTOCOLS: list[tuple[str, str, dict[str, str]]] = [
     ("debezium", "debezium", {}),
     ("debezium-noschema", "debezium", {"debezium-disable-schema": "true"}),
     ("simple", "simple", {}),
-    ("simple-avro", "simple", {"encoding-format": "avro"}),  # (no JSON: its floor columns read 0)
+    ("simple-avro", "simple", {"encoding-format": "avro"}),  # (no JSON: fastavro is its floor)
 ]
 
 
@@ -79,15 +79,17 @@ def _drain(results: Any) -> None:
         pass
 
 
-def best_of(repeat: int, func: Callable[[], Any]) -> float:
-    """The least CPU time of this thread over ``repeat`` runs (on a machine shared with other
-    work, wall time would count their turns too; the codecs run on one thread)."""
-    best = float("inf")
+def best_of(repeat: int, funcs: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Each function's least CPU time of this thread over ``repeat`` rounds, the functions
+    taking turns within a round (the machine's noise then hits a codec and its floor alike;
+    on a machine shared with other work, wall time would count their turns too)."""
+    best = dict.fromkeys(funcs, float("inf"))
     for _ in range(repeat):
-        gc.collect()
-        start = time.thread_time()
-        func()
-        best = min(best, time.thread_time() - start)
+        for name, func in funcs.items():
+            gc.collect()
+            start = time.thread_time()
+            func()
+            best[name] = min(best[name], time.thread_time() - start)
     return best
 
 
@@ -133,7 +135,8 @@ def fastavro_floors(
         for value in values:
             fastavro.schemaless_reader(io.BytesIO(value), schema, None)
 
-    return best_of(repeat, write), best_of(repeat, read)
+    best = best_of(repeat, {"write": write, "read": read})
+    return best["write"], best["read"]
 
 
 def measure(
@@ -150,13 +153,19 @@ def measure(
 
     # Results are dropped as they come (no list of them): keeping 20,000 parsed documents alive
     # makes the garbage collector slow every side down, the floor most of all.
-    encode = best_of(repeat, lambda: encoder.encode(rows))
     rows_only = [m for m in messages if m.rows]  # (Simple: its decoder holds the schemas)
-    decode = best_of(repeat, lambda: _drain(decoder.decode(m) for m in rows_only))
-    loads = best_of(repeat, lambda: _drain(orjson.loads(d) for d in docs))
-    dumps = best_of(repeat, lambda: _drain(orjson.dumps(p) for p in parsed))
+    best = best_of(
+        repeat,
+        {
+            "encode": lambda: encoder.encode(rows),
+            "dumps": lambda: _drain(orjson.dumps(p) for p in parsed),
+            "decode": lambda: _drain(decoder.decode(m) for m in rows_only),
+            "loads": lambda: _drain(orjson.loads(d) for d in docs),
+        },
+    )
+    encode, dumps, decode, loads = (best[k] for k in ("encode", "dumps", "decode", "loads"))
     if protocol == "simple" and options.get("encoding-format") == "avro":
-        # (no JSON: fastavro's floors rather than the 0 noted at PROTOCOLS)
+        # (no JSON: fastavro writing and reading the same records are the floors)
         dumps, loads = fastavro_floors(rows, messages, repeat)
     return {
         "messages": len(messages),

@@ -352,5 +352,5 @@ def test_a_failing_scanner_path_falls_back_to_the_python_path(monkeypatch) -> No
     def refuse(*args: object) -> None:
         raise ValueError("refused")
 
-    monkeypatch.setattr(canal_arrow._Tables, "schema_column", refuse)
+    monkeypatch.setattr(canal_arrow.Tables, "schema_column", refuse)
     assert _decoded(_batch(values)) == expected

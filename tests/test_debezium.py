@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import struct
 from decimal import Decimal
 from pathlib import Path
@@ -384,3 +385,60 @@ def test_cli_decodes_genuine_and_ticdc_values(
     assert events[0]["after"]["weight"] == "3.140000104904175"
     assert events[4]["commitTs"] == compose_ts(1701347696000, 5)
     assert events[4]["after"]["col_varchar"] == "foo"
+
+
+# Ways a TiCDC record of a known shape can differ from what the Arrow batch path reads: each
+# must take the careful path and come out as decoding it alone does (a row or a dead letter).
+_BATCH_MUTATIONS = (
+    (b'"op":"c"', b'"op":"r"'),  # a snapshot read: an insert (the careful path's rule)
+    (rb'"k":-?\d+', b'"k":true'),  # a boolean in an INT column
+    (b'"k":', b'"zz":1,"k":'),  # a column not in the schema
+    (b'"table":"sbtest1"', b'"table":"other"'),  # another table under the same schema
+    (rb'"k":-?\d+', b'"k":99999999999999999999999'),  # an integer past 64 bits (a float)
+    (rb'"k":-?\d+', b'"k":[1]'),  # a nested value
+    (b'"op":"u"', b'"op":"u","before":null,"x":0'),  # an update without its old image
+    (b'"db":"sbtest"', b'"db":"sbtest","commit_ts":0,"y":0'),  # no TSO
+)
+
+
+def test_arrow_batch_path_gives_what_decoding_one_by_one_gives() -> None:
+    """TiCDC's records of one shape, a second table, records the batch path must leave to
+    the careful path (mutated, cut short, without a key, a tombstone, a checkpoint) and
+    genuine Debezium records: the Arrow batch equals the one-by-one changelog, and most
+    records took the batch path."""
+    from contract.helpers import kafka_batch
+    from ticdc_spark.spark.decode import _Records, decode_batches
+    from ticdc_spark.workload import Workload
+
+    encoder = make_encoder("debezium", {})
+    events = [e for e in Workload(seed=5, rows=400, tables=2).events() if isinstance(e, RowChange)]
+    messages = [m for e in events for m in encoder.encode([e])]
+    for i, (old, new) in enumerate(_BATCH_MUTATIONS):
+        at = next(j for j in range(10 + 7 * i, len(messages)) if re.search(old, messages[j].value))  # type: ignore[arg-type]
+        messages[at] = Message(messages[at].key, re.sub(old, new, messages[at].value, count=1))  # type: ignore[arg-type]
+    messages[3] = Message(messages[3].key, (messages[3].value or b"")[:200])  # cut short
+    messages[4] = Message(None, messages[4].value)  # no key: another plan (no handle key)
+    messages[5] = Message(messages[5].key, None)  # a tombstone
+    messages.extend(encoder.encode([Watermark(445644800000000001)]))
+    genuine = (GENUINE / "schema-exclude.jsonl").read_bytes().splitlines()
+    messages.extend(list(read_values(genuine))[:3])
+    messages = [
+        Message(m.key, m.value, topic="t", partition=i % 2, offset=i)
+        for i, m in enumerate(messages)
+    ]
+    batch = kafka_batch(messages)
+    (one_by_one,) = decode_batches(iter([batch]), "debezium", {}, compiled=False)
+    expected = one_by_one.to_pylist()
+
+    decoder = make_decoder("debezium", {})
+    records = _Records(batch, decoder, fail=False)  # (dead letters as the decode stage makes)
+    careful: list[int] = []
+
+    def one(i: int) -> None:
+        careful.append(i)
+        records.decode_one(i)
+
+    out = decoder.decode_arrow_batch(batch, one, records.builder)  # type: ignore[attr-defined]
+    assert out.to_pylist() == expected
+    assert {row["kind"] for row in expected} >= {"ROW", "ERROR", "WATERMARK"}
+    assert len(careful) < len(messages) // 4  # (the rest: the batch path)

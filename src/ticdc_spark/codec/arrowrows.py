@@ -4,9 +4,10 @@ order, and the ``schema`` column recomputed over the merged rows so that a null 
 "as the previous row of this table".
 
 A batch path builds changelog rows for the records it takes (with each row's table and
-schema JSON as numbers from :class:`Tables`) and hands every other record to ``careful``
-through :func:`careful_call`; :func:`merged` puts the two together.  (Canal-JSON's compiled
-scanner and Avro's columnar path use it.)
+schema JSON as numbers from :class:`Tables`, gathered by :func:`own_rows`) and hands every
+other record to ``careful`` through :class:`CarefulRows`; :func:`merged` puts the two
+together.  (Canal-JSON's compiled scanner, Avro's columnar path and Debezium's typed payload
+reader use it.)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from ticdc_spark.codec.base import ChangelogSink
 
-__all__ = ["CarefulRows", "Tables", "merged"]
+__all__ = ["CarefulRows", "Tables", "merged", "own_rows"]
 
 
 class CarefulRows:
@@ -37,6 +38,22 @@ class CarefulRows:
         import numpy as np
 
         return self.sink.to_batch(), np.array(self.sources, np.int64)
+
+
+def own_rows(
+    parts: list[tuple[Any, Any, Any, Any]], sink: ChangelogSink
+) -> tuple[Any, Any, Any, Any]:
+    """A batch path's own rows from its parts, each (rows, the record each row came from, its
+    table number, its schema number), as :func:`merged` takes them."""
+    import numpy as np
+    import pyarrow as pa
+
+    if not parts:
+        none = np.zeros(0, np.int64)
+        return pa.RecordBatch.from_pylist([], schema=sink.arrow_schema()), none, none, none
+    rows = pa.concat_batches([part[0] for part in parts])
+    sources, slots, texts = (np.concatenate([part[j] for part in parts]) for j in (1, 2, 3))
+    return rows, sources, slots, texts
 
 
 def merged(

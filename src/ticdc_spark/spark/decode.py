@@ -49,8 +49,9 @@ def decode(
     consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or
     ``consume.Planner(finisher=codec.make_finisher("simple", options))``).
 
-    ``compiled=False`` keeps a protocol's compiled batch path (Canal-JSON's scanner) out of
-    use, to compare or to rule it out; the result is the same.  (The codecs' compiled value
+    ``compiled=False`` keeps a protocol's Arrow batch path (Canal-JSON's compiled scanner,
+    Avro's and Debezium's column-wise paths) out of use, to compare or to rule it out; the
+    result is the same.  (The codecs' compiled value
     loops, ``ticdc_spark.codec.compiled``, stay in use: they are part of every decoder.)
     """
     from pyspark.sql.pandas.types import from_arrow_schema
@@ -85,7 +86,7 @@ def decode_batches(
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
     Each input batch becomes one changelog batch.  Decoders with an Arrow path
-    (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`, Canal-JSON's compiled scanner) get
+    (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`: Canal-JSON, Avro, Debezium) get
     the Arrow batch and decode what it cannot with ``decode_one``; decoders with a batch path
     (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch; if the batch's Arrow
     conversion then finds a value the batch path let through (it leaves type checks to

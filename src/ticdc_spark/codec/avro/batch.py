@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastavro import schemaless_reader
 
-from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged
+from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
 from ticdc_spark.codec.avro.columns import as_arrow
 from ticdc_spark.codec.avro.vectorized import read_columns
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
@@ -49,8 +49,6 @@ def decode_batch(
     decoder: AvroDecoder, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
 ) -> Any:
     """The changelog batch of an Arrow batch of Kafka records."""
-    import numpy as np
-    import pyarrow as pa
 
     careful_rows = CarefulRows(careful, sink)
     values = batch.column("value").to_pylist()
@@ -68,14 +66,7 @@ def decode_batch(
             unread.extend(bad)
     for i in sorted(unread):
         careful_rows(i)
-    if parts:
-        rows = pa.concat_batches([p[0] for p in parts])
-        sources, slots, texts = (np.concatenate([p[j] for p in parts]) for j in (1, 2, 3))
-    else:
-        rows = pa.RecordBatch.from_pylist([], schema=sink.arrow_schema())
-        sources = slots = texts = np.zeros(0, np.int64)
-    own = (rows, sources, slots, texts)
-    return merged(own, careful_rows.rows(), tables, sink.row_kind)
+    return merged(own_rows(parts, sink), careful_rows.rows(), tables, sink.row_kind)
 
 
 def _groups(

@@ -24,16 +24,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
+import msgspec
 import orjson
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import LRUCache, decoding, loads, require_dict, str_field
 from ticdc_spark.codec.convert import NORMALIZED, Converter
+from ticdc_spark.codec.debezium.batch import TICDC_HEAD, TICDC_SCHEMA, decode_batch
+from ticdc_spark.codec.debezium.batch import key_schema_text as _key_schema_text
 from ticdc_spark.codec.debezium.connect import read_field
 from ticdc_spark.codec.debezium.dialect import DEBEZIUM
 from ticdc_spark.codec.debezium.options import CHECKPOINT_OP, PROTOCOL, DebeziumOptions
+from ticdc_spark.codec.debezium.typed import ENVELOPE, KEY, NOT_TYPED, RAW_NULL, utf8
+from ticdc_spark.codec.debezium.typed import Source as _Source
 from ticdc_spark.codec.largemsg import LargeMessages
 from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
@@ -64,8 +70,7 @@ _INSERT, _UPDATE, _DELETE = RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE
 _TSO_END = 1 << 64
 _KINDS = {"c": RowKind.INSERT, "r": RowKind.INSERT, "u": RowKind.UPDATE, "d": RowKind.DELETE}
 _ENVELOPE_KEYS = frozenset(("payload", "schema"))
-_TICDC_HEAD = b'{"payload":'
-_TICDC_SCHEMA = b',"schema":'
+_TICDC_HEAD, _TICDC_SCHEMA = TICDC_HEAD, TICDC_SCHEMA
 Image = dict[str, Any] | None
 
 
@@ -73,19 +78,50 @@ class _Plan:
     """A table shape: its schema and, per column, the reader of its wire value and the
     changelog text of it."""
 
-    __slots__ = ("changelog_schema", "readers", "schema", "texts")
+    __slots__ = (
+        "changelog_schema",
+        "columnar",
+        "converters",
+        "order",
+        "passes",
+        "readers",
+        "schema",
+        "seen",
+        "texts",
+    )
 
-    def __init__(self, schema: TableSchema, readers: dict[str, Converter]) -> None:
+    def __init__(
+        self,
+        schema: TableSchema,
+        readers: dict[str, Converter],
+        passes: dict[str, type] | None = None,
+    ) -> None:
         self.schema = schema
         self.readers = readers
         self.changelog_schema: str | None = None  # (the changelog's schema JSON, once asked)
         self.texts = {c.name: _text_of(readers[c.name], c.type) for c in schema.columns}
+        # (for the batch path: per column in order, its text converter and the JSON type
+        # whose values Arrow makes that text of, if any)
+        self.order = tuple(self.texts)
+        self.converters = list(self.texts.values())
+        self.columnar = [_COLUMNAR.get(text) for text in self.converters]
+        # (column, JSON type) pairs whose values the readers return unchanged (for guessed
+        # columns only: their readers are type checks, or conversions of the other types)
+        self.passes = (
+            None
+            if passes is None
+            else frozenset(chain(passes.items(), ((name, _NONE) for name in readers)))
+        )
+        # (the images' column names and JSON types seen, and whether they pass unchanged)
+        self.seen: dict[tuple[tuple[str, ...], tuple[type, ...]], bool] = {}
 
     def image(self, raw: Any, text: bool) -> Image:
         if raw is None:
             return None
         if type(raw) is not dict:
             raise DecodeError(f"a row image must be an object, got {type(raw).__name__}")
+        if not text and self.passes is not None and self._unchanged(raw):
+            return raw  # (every value is what its reader would return: no per-value calls)
         convert = self.texts if text else self.readers
         try:
             return {name: None if v is None else convert[name](v) for name, v in raw.items()}
@@ -93,6 +129,21 @@ class _Plan:
             raise DecodeError(
                 f"column {missing.args[0]!r} is not in the schema of {self.schema.qualified_name}"
             ) from None
+
+    def _unchanged(self, raw: dict[str, Any]) -> bool:
+        """Whether each value of ``raw`` is null or of the type its column's reader returns
+        unchanged (one set test per combination of names and types, no call per value)."""
+        key = (tuple(raw), tuple(map(type, raw.values())))
+        known = self.seen.get(key)
+        if known is None:
+            passes = self.passes or frozenset()
+            known = passes.issuperset(zip(*key, strict=True))
+            if len(self.seen) < _SEEN_MOST:
+                self.seen[key] = known
+        return known
+
+
+_SEEN_MOST = 256  # (combinations of nulls a table's rows show: past these, the set test)
 
 
 def _text_of(read: Converter, ctype: ColumnType) -> Converter:
@@ -111,6 +162,10 @@ def _integer_text(value: Any) -> str:
     if type(value) is not int:
         raise ValueError(f"expected an integer, got {value!r}")
     return str(value)
+
+
+# Text converters whose text Arrow makes for a whole column of values of one JSON type.
+_COLUMNAR: dict[Converter, type] = {_DEFAULT_READERS[Family.STRING]: str, _integer_text: int}
 
 
 def _schema(database: str, table: str, columns: list[Column], key: tuple[str, ...]) -> TableSchema:
@@ -152,7 +207,10 @@ class _Guess:
         if changed or self.plan is None:
             columns = [Column(name, t) for name, (t, _) in self.types.items()]
             readers = {name: reader for name, (_, reader) in self.types.items()}
-            self.plan = _Plan(_schema(database, table, columns, key), readers)
+            passes = {
+                name: _PASSES[reader] for name, reader in readers.items() if reader in _PASSES
+            }
+            self.plan = _Plan(_schema(database, table, columns, key), readers, passes)
             self.key = key
         return self.plan
 
@@ -195,6 +253,17 @@ _GUESSES: dict[type, tuple[ColumnType, Converter]] = {
 }
 
 
+# The JSON type each guessed reader returns unchanged.
+_PASSES: dict[Converter, type] = {
+    _UNKNOWN[1]: str,
+    _INTEGER[1]: int,
+    _DOUBLE[1]: float,
+    _GUESSES[str][1]: str,
+    _json_text: str,
+}
+_NONE = type(None)
+
+
 def _guess(value: Any) -> tuple[ColumnType, Converter] | None:
     return None if value is None else _GUESSES[type(value)]
 
@@ -212,73 +281,57 @@ class DebeziumDecoder(DecoderBase):
         self._large = LargeMessages(PROTOCOL, self.options)
         self._compressed = self.options.large_message_handle_compression != "none"
         self._plans: LRUCache[Any, _Plan] = LRUCache(4096)
-        # (value schema text, key schema text) -> plan, for the batch path's TiCDC records
-        self._shapes: LRUCache[tuple[bytes, bytes], _Plan] = LRUCache(4096)
+        # (value schema text, key schema text) -> (plan, the key's column names), for the
+        # batch path's TiCDC records
+        self._shapes: LRUCache[tuple[bytes, bytes], tuple[_Plan, tuple[str, ...]]] = LRUCache(4096)
         self._guesses: dict[tuple[str, str], _Guess] = {}
         self._warned: set[tuple[str, str, str]] = set()
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
-        with decoding(PROTOCOL, message):
-            self._message_into(message, sink)
+        try:
+            if not self._typed_into(message, sink):
+                self._message_into(message, sink)
+        except Exception:
+            with decoding(PROTOCOL, message):  # (entered on failure only: it costs per call)
+                raise
 
     def decode_arrow_batch(
         self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
     ) -> Any:
-        """The changelog batch of an Arrow batch of Kafka records.
-
-        TiCDC writes a row's value as ``{"payload":{..},"schema":{..}}`` and its key the same
-        way: for such a record whose schemas (as text) name a known table shape, only the
-        payload is parsed, and its images become changelog text with the shape's
-        converters.  Every other record goes through ``careful(i)``, the one decode path with
-        every check, which also learns the shapes this path then takes.
-        """
+        """The changelog batch of an Arrow batch of Kafka records: TiCDC's records of the
+        table shapes ``careful(i)`` (the one decode path with every check, for every other
+        record) has planned are read column by column (:mod:`.batch`)."""
         if self._compressed or self._keep is not None:
             return None
-        keys = batch.column("key").to_pylist()
-        values = batch.column("value").to_pylist()
-        topics = batch.column("topic").to_pylist()
-        partitions = batch.column("partition").to_pylist()
-        offsets = batch.column("offset").to_pylist()
-        append_row, shapes = sink.append_row, _Shapes(self._shapes)
-        for i, value in enumerate(values):
-            try:
-                plan, payload = shapes.payload(keys[i], value)
-                kind = _SHORT_OPS[payload["op"]]
-                source = payload["source"]
-                ts = source["commit_ts"]
-                if type(ts) is not int or not 0 < ts < _TSO_END:
-                    raise ValueError("commit ts")
-                texts = plan.texts
-                before, after = payload["before"], payload["after"]
-                before = (
-                    None
-                    if before is None
-                    else {n: None if v is None else texts[n](v) for n, v in before.items()}
-                )
-                after = (
-                    None
-                    if after is None
-                    else {n: None if v is None else texts[n](v) for n, v in after.items()}
-                )
-                if (kind == "DELETE") != (after is None) or (kind != "INSERT") != (
-                    before is not None
-                ):
-                    raise ValueError("images")
-                text = plan.changelog_schema
-                if text is None:
-                    text = plan.changelog_schema = sink.schema_text(plan.schema) or ""
-                schema = plan.schema
-                database, table = source["db"], source["table"]
-                if (database, table) != (schema.database, schema.table):
-                    raise ValueError("another table")
-            except _NOT_SHORT:
-                careful(i)
-                continue
-            position = (topics[i], partitions[i] or 0, offsets[i] or 0, 0)
-            append_row(kind, database, table, ts, before, after, text, position)
-        return sink.to_batch()
+        return decode_batch(self._shapes, batch, careful, sink)
 
     # one message ------------------------------------------------------------------------------
+
+    def _typed_into(self, message: Message, sink: RowSink) -> bool:
+        """Decodes a row message the typed readers fit (:mod:`.typed`); False for any other
+        message, and for one this path cannot finish: :meth:`_message_into` then decodes it
+        (and says what is wrong with it)."""
+        value, key = message.value, message.key
+        if value is None or self._compressed or not utf8(value) or not utf8(key or b""):
+            return False
+        try:
+            envelope = ENVELOPE.decode(value)
+            key_names = tuple(KEY.decode(key).payload) if key else ()
+        except NOT_TYPED:
+            return False
+        payload = envelope.payload
+        kind, source = _KINDS.get(payload.op), payload.source
+        if kind is None or source is None:
+            return False
+        if self._keep is not None and not self._keep.matches(source.db, source.table):
+            return True
+        schema = None if envelope.schema == RAW_NULL else (value, envelope.schema)
+        images = (payload.before, payload.after)
+        try:
+            self._row_into(message, sink, kind, payload.op, source, images, schema, key_names)
+        except Exception:  # (nothing was added: the row is added last)
+            return False
+        return True
 
     def _message_into(self, message: Message, sink: RowSink) -> None:
         opened = self._open(message)
@@ -294,7 +347,8 @@ class DebeziumDecoder(DecoderBase):
             self._ddl_into(payload, source, sink, position)
             return
         if op == CHECKPOINT_OP:
-            sink.add_events([Watermark(self._commit_ts(source, required=True))], *position)
+            ts = self._commit_ts(source.get("commit_ts"), required=True)
+            sink.add_events([Watermark(ts)], *position)
             return
         kind = _KINDS.get(op)
         if kind is None:
@@ -303,7 +357,26 @@ class DebeziumDecoder(DecoderBase):
         if self._keep is not None and not self._keep.matches(database, table):
             return
         key_names = self._key_names(message.key)
-        before, after = payload.get("before"), payload.get("after")
+        images = (payload.get("before"), payload.get("after"))
+        connect = None if schema is None else (value, schema)
+        names = _Source(database, table, source.get("commit_ts"))
+        self._row_into(message, sink, kind, op, names, images, connect, key_names)
+
+    def _row_into(
+        self,
+        message: Message,
+        sink: RowSink,
+        kind: RowKind,
+        op: str,
+        source: _Source,
+        raw: tuple[Any, Any],
+        connect: tuple[bytes, Any] | None,
+        key_names: tuple[str, ...],
+    ) -> None:
+        """A row change into the sink; ``connect`` is the (decompressed) value and its Connect
+        schema (an object, or its raw text), None when the message has none."""
+        database, table = source.db, source.table
+        before, after = raw
         if kind is _UPDATE and before is None:
             kind = _INSERT  # output-old-value off: the update is an upsert
         if kind is _INSERT:
@@ -311,9 +384,13 @@ class DebeziumDecoder(DecoderBase):
         elif kind is _DELETE:
             after = None
         text = sink.text
-        if schema is not None:
+        if connect is not None:
             plan = self._schema_plan(
-                value, schema, database, table, key_names, _key_schema_text(message.key)
+                *connect,
+                database,
+                table,
+                key_names,
+                _key_schema_text(message.key),
             )
             images = (plan.image(before, text), plan.image(after, text))
         else:
@@ -321,12 +398,13 @@ class DebeziumDecoder(DecoderBase):
         if images[kind is not _DELETE] is None:
             side = "before" if kind is _DELETE else "after"
             raise DecodeError(f"op {op!r} without its {side!r} image")
-        commit_ts = source.get("commit_ts")
+        commit_ts = source.commit_ts
         if type(commit_ts) is not int or not 0 < commit_ts < _TSO_END:
-            commit_ts = self._commit_ts(source)  # (raises, or the unknown ts, warned once)
+            commit_ts = self._commit_ts(commit_ts)  # (raises, or the unknown ts, warned once)
             if commit_ts == UNKNOWN_COMMIT_TS:
                 self._warn_once(database, table, "ts", _NO_COMMIT_TS)
-        sink.add_row(kind, plan.schema, commit_ts, *images, (*position, 0))
+        position = (message.topic, message.partition or 0, message.offset or 0, 0)
+        sink.add_row(kind, plan.schema, commit_ts, *images, position)
 
     def _open(self, message: Message) -> tuple[bytes, dict[str, Any], Any] | None:
         """The value (decompressed), its payload and its Connect schema (None when absent);
@@ -346,8 +424,8 @@ class DebeziumDecoder(DecoderBase):
             return None  # JsonConverter's form of a tombstone ({"schema":null,"payload":null})
         return value, require_dict(payload, "payload"), obj.get("schema")
 
-    def _commit_ts(self, source: dict[str, Any], required: bool = False) -> int:
-        ts = source.get("commit_ts")
+    def _commit_ts(self, ts: Any, required: bool = False) -> int:
+        """A source's ``commit_ts``, checked (the unknown ts when absent and not required)."""
         if ts is None and not required:
             return UNKNOWN_COMMIT_TS
         if type(ts) is not int or not 0 <= ts < _TSO_END:  # (0: a re-encoded unknown ts)
@@ -379,7 +457,8 @@ class DebeziumDecoder(DecoderBase):
             kept = self._keep.matches(database, table) if table else None
             if kept is False or (kept is None and not self._keep.matches_schema(database)):
                 return
-        ddl = DDLEvent(classify(query), query, self._commit_ts(source), database, table)
+        ts = self._commit_ts(source.get("commit_ts"))
+        ddl = DDLEvent(classify(query), query, ts, database, table)
         sink.add_events([ddl], *position)
 
     # table shapes -----------------------------------------------------------------------------
@@ -395,13 +474,15 @@ class DebeziumDecoder(DecoderBase):
     ) -> _Plan:
         # TiCDC writes the schema last: its text is the cache key, found without serializing
         at = value.rfind(_TICDC_SCHEMA) if value.startswith(_TICDC_HEAD) else -1
-        text = value[at:] if at > 0 else orjson.dumps(schema)
+        text = value[at:] if at > 0 else _schema_text(schema)
         cache_key = (text, database, table, key)
         plan = self._plans.get(cache_key)
         if plan is None:
+            if isinstance(schema, msgspec.Raw):  # (the typed path's raw text)
+                schema = loads(bytes(schema), "schema")
             plan = self._plans.put(cache_key, _connect_plan(schema, database, table, key))
         if at > 0 and key_schema is not None:  # (a shape the batch path may take from now)
-            self._shapes.put((text, key_schema), plan)
+            self._shapes.put((text, key_schema), (plan, key))
         return plan
 
     def _guessed(
@@ -440,53 +521,6 @@ class DebeziumDecoder(DecoderBase):
             log.warning(text, PROTOCOL, f"{database}.{table}")
 
 
-_SHORT_OPS = {"c": "INSERT", "u": "UPDATE", "d": "DELETE"}  # (no "r": TiCDC sends none)
-_NOT_SHORT = (LookupError, TypeError, AttributeError, ValueError, DecodeError)
-
-
-def _key_schema_text(key: bytes | None) -> bytes | None:
-    """The ``,"schema":{..}}`` tail of a key TiCDC wrote (None for other keys)."""
-    if not key or not key.startswith(_TICDC_HEAD):
-        return None
-    at = key.rfind(_TICDC_SCHEMA)
-    return key[at:] if at > 0 else None
-
-
-class _Shapes:
-    """Finds the known shape of a record TiCDC wrote with its schemas; the last one found is
-    tried first, by comparing the record's tails with its schema texts (no copy, no hash)."""
-
-    def __init__(self, shapes: LRUCache[tuple[bytes, bytes], _Plan]) -> None:
-        self.shapes = shapes
-        self.last: tuple[bytes, bytes, _Plan] | None = None
-
-    def _find(self, key: bytes, value: bytes) -> tuple[_Plan, int]:
-        key_schema = _key_schema_text(key)
-        end = value.rfind(_TICDC_SCHEMA)
-        if key_schema is None or end <= 0:
-            raise LookupError("not TiCDC's layout")
-        schema = value[end:]
-        plan = self.shapes.get((schema, key_schema))
-        if plan is None:
-            raise LookupError("an unknown shape")
-        self.last = (schema, key_schema, plan)
-        return plan, end
-
-    def payload(self, key: bytes | None, value: bytes) -> tuple[_Plan, dict[str, Any]]:
-        """The shape and parsed payload; raises LookupError for a record it does not know."""
-        if not key or not value.startswith(_TICDC_HEAD):
-            raise LookupError("not TiCDC's layout")
-        last = self.last
-        if last is not None and value.endswith(last[0]) and key.endswith(last[1]):
-            plan, end = last[2], len(value) - len(last[0])
-        else:
-            plan, end = self._find(key, value)
-        payload = orjson.loads(value[len(_TICDC_HEAD) : end])
-        if type(payload) is not dict:
-            raise TypeError("payload")
-        return plan, payload
-
-
 _NO_SCHEMA = (
     "%s: %s has no Connect schema (schemas.enable=false or debezium-disable-schema): column "
     "types are guessed from the JSON values (integers BIGINT, fractions DOUBLE, text "
@@ -497,6 +531,10 @@ _NO_COMMIT_TS = (
     "%s: %s rows carry no source.commit_ts (genuine Debezium, not TiCDC): their commit ts is "
     "unknown (0) and their order is their partition offset"
 )
+
+
+def _schema_text(schema: Any) -> bytes:
+    return bytes(schema) if isinstance(schema, msgspec.Raw) else orjson.dumps(schema)
 
 
 def _connect_plan(schema: Any, database: str, table: str, key: tuple[str, ...]) -> _Plan:
