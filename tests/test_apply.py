@@ -237,3 +237,26 @@ def test_replaying_a_batch_with_rows_then_a_ddl_leaves_the_ddl_in_place(
     assert sorted(table["id"].to_pylist()) == [1, 2]
     if columns is not None:
         assert [n for n in table.column_names if not n.startswith("_")] == columns
+
+
+def test_rows_held_past_the_bound_stop_the_batch_naming_the_partition_behind() -> None:
+    """A partition that sends no watermarks holds every row back in consistent mode: past
+    ``max_held_rows`` planning stops with an error naming it, rather than grow the driver's
+    memory with the stream; within the bound the same batch plans (and holds) as before."""
+    from pipeline_helpers import changelog
+    from ticdc_spark.consume import ConsumerState, HeldRowsExceeded, Planner
+
+    protocol, options = PROTOCOLS[0]
+    workload = Workload(seed=16, rows=200, tables=2, watermark_every=4)
+    batch = changelog(produce(workload, protocol, options), protocol, options)
+    silent = "cdc-silent/0"
+    state = ConsumerState()
+    plan = Planner("consistent", state, [silent]).plan(batch)
+    held = state.held.num_rows if state.held is not None else 0
+    assert plan.held > 0 and not plan.steps and held >= plan.held
+    with pytest.raises(HeldRowsExceeded) as caught:
+        Planner("consistent", ConsumerState(), [silent], max_held_rows=held - 1).plan(batch)
+    message = str(caught.value)
+    assert f"{held} rows are held back" in message and f"{silent} (watermark 0)" in message
+    assert "--max-held-rows" in message and "--mode eventual" in message
+    Planner("consistent", ConsumerState(), [silent], max_held_rows=held).plan(batch)

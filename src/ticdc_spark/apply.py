@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ticdc_spark.checkpoint import WAY_OUT, CheckpointError, DamagedState
-from ticdc_spark.consume import ConsumerState, DDLStep, Planner, TableChanges
+from ticdc_spark.consume import MAX_HELD_ROWS, ConsumerState, DDLStep, Planner, TableChanges
 from ticdc_spark.crashpoints import crash_point, set_batch
 from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.model import physical_ms
@@ -336,8 +336,10 @@ class Applier:
         rows_define_schema: bool = False,
         place_by_position: bool = False,
         finisher: Any = None,
+        max_held_rows: int = MAX_HELD_ROWS,
     ) -> None:
         self.sink = sink
+        self.max_held_rows = max_held_rows  # (see consume.Planner._check_held)
         # (protocols without DDL, and without watermarks: Avro; see consume.Planner)
         self.rows_define_schema = rows_define_schema
         self.place_by_position = place_by_position
@@ -362,6 +364,7 @@ class Applier:
             rows_define_schema=self.rows_define_schema,
             place_by_position=self.place_by_position,
             finisher=self.finisher,
+            max_held_rows=self.max_held_rows,
         )
         plan = planner.plan(changelog)
         report = BatchReport(

@@ -447,6 +447,15 @@ def _add_replicate(commands: Any) -> None:
         help="dead-letter directory (default CHECKPOINT/dead-letters)",
     )
     parser.add_argument(
+        "--max-held-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rows held back for a later micro-batch (waiting for the watermark, or for "
+        "their schema) at most; past it the job stops naming the partitions behind "
+        "(default 1000000)",
+    )
+    parser.add_argument(
         "--serial-apply",
         action="store_true",
         help="apply each micro-batch before reading the next (default: apply it while Spark "
@@ -485,6 +494,8 @@ def _run_replicate(args: argparse.Namespace) -> int:
         overlap=not args.serial_apply,
         table_filter=tuple(args.filter),
     )
+    if args.max_held_rows is not None:
+        config.max_held_rows = args.max_held_rows
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
     check_mode(config.protocol, config.mode)
     settings = parse_key_values(args.spark_conf, "--spark-conf")

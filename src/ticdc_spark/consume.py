@@ -56,7 +56,15 @@ from ticdc_spark.changelog import (
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.model import Column, DDLType, DefaultExpression, Index, TableSchema
 
-__all__ = ["ConsumerState", "DDLStep", "Plan", "Planner", "TableChanges"]
+__all__ = [
+    "MAX_HELD_ROWS",
+    "ConsumerState",
+    "DDLStep",
+    "HeldRowsExceeded",
+    "Plan",
+    "Planner",
+    "TableChanges",
+]
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +269,16 @@ class Plan:
     watermark: int = 0
 
 
+# Rows kept for a later micro-batch (waiting for the watermark, or Simple's for their schema)
+# live in the driver's memory and in the checkpoint: past this many, the batch stops (see
+# Planner._check_held) instead of letting memory grow with a stalled partition.
+MAX_HELD_ROWS = 1_000_000
+
+
+class HeldRowsExceeded(ConfigError):
+    """More rows held back than the pipeline's bound (``--max-held-rows``)."""
+
+
 class Planner:
     """Plans micro-batches over a :class:`ConsumerState` (which it updates in place)."""
 
@@ -273,6 +291,7 @@ class Planner:
         rows_define_schema: bool = False,
         place_by_position: bool = False,
         finisher: Any = None,
+        max_held_rows: int = MAX_HELD_ROWS,
     ) -> None:
         if mode not in ("consistent", "eventual"):
             raise ConfigError(f"mode must be consistent or eventual, not {mode!r}")
@@ -284,6 +303,7 @@ class Planner:
         # protocols whose rows wait for schemas other messages bring (Simple): the codec's
         # finisher of wire rows (codec.simple.pipeline.RowFinisher)
         self.finisher = finisher
+        self.max_held_rows = max_held_rows
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._schema_texts: list[str] = []
@@ -346,6 +366,7 @@ class Planner:
         plan.held = int(pc.sum(pc.equal(held["kind"], ROW)).as_py() or 0) if held.num_rows else 0
         if awaiting is not None and held.num_rows:
             plan.awaiting_schema = int(pc.sum(_wire_rows(held)).as_py() or 0)
+        self._check_held(held, bound, plan.awaiting_schema)
         unusable = self._segments(ready, plan)
         plan.dead_letters = _concat([dead_letters(errors), unusable])
         if ready.num_rows:
@@ -353,6 +374,27 @@ class Planner:
                 self.state.applied_ts, int(pc.max(ready["commit_ts"]).as_py() or 0)
             )
         return plan
+
+    def _check_held(self, held: Any, bound: int, awaiting_schema: int) -> None:
+        """Stop, naming why, when more rows are held back than ``max_held_rows``: rows wait
+        for the partition furthest behind (consistent mode) or for their schema (Simple),
+        and neither must grow the driver's memory without limit.  Raised before anything of
+        the batch is applied or saved, so a restart with a higher bound resumes exactly."""
+        if held.num_rows <= self.max_held_rows:
+            return
+        marks = self.state.watermarks
+        behind = sorted(self.state.partitions, key=lambda p: marks.get(p, 0))[:3]
+        lagging = ", ".join(f"{p} (watermark {marks.get(p, 0)})" for p in behind) or "none"
+        schema = f"; {awaiting_schema} of them wait for their schema" if awaiting_schema else ""
+        raise HeldRowsExceeded(
+            f"{held.num_rows} rows are held back, more than the bound of {self.max_held_rows} "
+            f"(--max-held-rows){schema}. Rows are released up to commit ts {bound}, the "
+            f"lowest watermark of the partitions; furthest behind: {lagging}. A partition "
+            "that sends no watermarks (a stalled changefeed, or a partition TiCDC does not "
+            "write to) holds every other row back in consistent mode: check the changefeed, "
+            "replicate with --mode eventual, or raise --max-held-rows (the held rows live in "
+            "the driver's memory)"
+        )
 
     def _with_images(self, rows: Any) -> Any:
         """Narrow rows with their before/after images attached again."""

@@ -34,6 +34,7 @@ from ticdc_spark.apply import (
 )
 from ticdc_spark.checkpoint import check_checkpoint, repair_spark_checkpoint, spark_batches
 from ticdc_spark.codec import get_codec
+from ticdc_spark.consume import MAX_HELD_ROWS
 from ticdc_spark.crashpoints import crash_point, watch_commits
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
@@ -86,6 +87,7 @@ class PipelineConfig:
     table_filter: tuple[str, ...] = ()  # TiCDC table-filter rules (none: every table)
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
+    max_held_rows: int = MAX_HELD_ROWS  # rows held back for a later batch, at most
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -248,6 +250,7 @@ def start(
         dead_letters=dead,
         on_error="stop" if config.on_error == "stop" else "dead-letter",
         track_commits=config.track_commits,
+        max_held_rows=config.max_held_rows,
         **protocol_planning(config.protocol, config.options),
     )
     changelog = decode(
