@@ -867,7 +867,11 @@ class Planner:
             if carried is None:
                 raise TiCDCSparkError(f"no schema known for {key[0]}.{key[1]}")
             known = carried
-        elif carried is not None and not self.rows_define_schema:  # (else: _schema_runs)
+        elif carried is not None and (not self.rows_define_schema or self.finisher is not None):
+            # (Avro: _schema_runs moves the table. Simple: also here, as for DDL protocols: a
+            # table bootstrapped at an older version than the DDLs that follow learns the
+            # columns of the versions it missed from its rows, DELETEs included, which never
+            # cut a run, before a DDL applies only its own statement)
             last_ddl = self.state.schema_ts.get(key, -1)
             if pc.max(rows["commit_ts"]).as_py() > last_ddl:  # (older rows: see schema_ts)
                 known = _with_new_columns(known, carried)
