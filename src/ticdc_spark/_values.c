@@ -801,11 +801,15 @@ static int shortest_digits(double value, int bits, char *digits, int *exponent) 
     if (bits == 64) {
         if (python_float_text(value, 'r', 0, text, sizeof text) < 0) return -1;
     } else {
+        /* a subnormal (below float32's smallest normal, 2^-126) has fewer significant bits:
+           fewer than six digits may read back, so it is always bisected, from one digit */
+        int normal = value >= 0x1p-126;
         if (python_float_text(value, 'e', 5, text, sizeof text) < 0) return -1;
-        if (!float32_reads_back(text, value)) {
-            /* the bisection of types._shortest_float32_text over 7..9 digits; its default,
-               nine digits, is always the last candidate tried when no shorter one reads back */
-            int low = 6, high = 8;
+        if (!normal || !float32_reads_back(text, value)) {
+            /* the bisection of types._shortest_float32_text over 7..9 digits (1..9 for a
+               subnormal); its default, nine digits, is always the last candidate tried when
+               no shorter one reads back */
+            int low = normal ? 6 : 0, high = 8;
             char candidate[64];
             while (low <= high) {
                 int mid = (low + high) / 2;
