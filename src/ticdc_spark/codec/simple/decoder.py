@@ -231,21 +231,8 @@ class SimpleDecoder(DecoderBase):
             commit_ts = obj["commitTs"]
             if type(commit_ts) is not int or commit_ts < 0 or _has_extra_member(obj):
                 return None
-            # (the compiled loop at once when there is no TIMESTAMP to unwrap first)
-            direct = None if text or readers.timestamps else compiled_values
-            after = before = None
-            if kind is not RowKind.DELETE:
-                raw = obj["data"]
-                if direct is not None:
-                    after = direct.text_image(readers.compiled, raw, readers.unwrapped)
-                if after is None:
-                    after = _json_image(readers, raw, text)
-            if kind is not RowKind.INSERT:
-                raw = obj["old"]
-                if direct is not None:
-                    before = direct.text_image(readers.compiled, raw, readers.unwrapped)
-                if before is None:
-                    before = _json_image(readers, raw, text)
+            after = None if kind is RowKind.DELETE else _json_image(readers, obj["data"], text)
+            before = None if kind is RowKind.INSERT else _json_image(readers, obj["old"], text)
         except Exception:  # (whatever it was, the full path says it precisely)
             return None
         return kind, readers.schema, commit_ts, before, after
