@@ -338,7 +338,6 @@ def decode_stage(spark: Any, count: int, rounds: int) -> None:
 def native_debezium(df: Any) -> Any:
     """Spark's own JSON parser on Debezium values: the payload's op, source names and commit
     ts, before and after images as string maps (numbers keep their JSON text)."""
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     text = T.StringType()
@@ -359,15 +358,25 @@ def native_debezium(df: Any) -> Any:
         ]
     )
     schema = T.StructType([T.StructField("payload", payload)])
-    m = F.from_json(F.col("value").cast("string"), schema).alias("m")
-    return df.select(m).select(
-        F.col("m.payload.op").alias("op"),
-        F.col("m.payload.source.db").alias("database"),
-        F.col("m.payload.source.table").alias("table"),
-        F.col("m.payload.source.commit_ts").alias("commit_ts"),
-        F.col("m.payload.before").alias("before"),
-        F.col("m.payload.after").alias("after"),
+    return parsed_changes(
+        df,
+        schema,
+        op="payload.op",
+        database="payload.source.db",
+        table="payload.source.table",
+        commit_ts="payload.source.commit_ts",
+        before="payload.before",
+        after="payload.after",
     )
+
+
+def parsed_changes(df: Any, schema: Any, **fields: str) -> Any:
+    """Spark's ``from_json`` of the values with ``schema``, then each change column (op,
+    database, table, commit_ts, before, after) taken from its path in the parsed message."""
+    from pyspark.sql import functions as F
+
+    m = F.from_json(F.col("value").cast("string"), schema).alias("m")
+    return df.select(m).select(*(F.col(f"m.{path}").alias(name) for name, path in fields.items()))
 
 
 def ours_debezium(df: Any) -> Any:
@@ -410,7 +419,6 @@ def simple_messages(count: int) -> list[bytes]:
 def native_simple(df: Any) -> Any:
     """Spark's own JSON parser on Simple messages: table, type, commit ts, and the data and
     old images as string maps (numbers keep their JSON text)."""
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     text = T.StringType()
@@ -425,14 +433,15 @@ def native_simple(df: Any) -> Any:
             T.StructField("old", image),
         ]
     )
-    m = F.from_json(F.col("value").cast("string"), schema).alias("m")
-    return df.select(m).select(
-        F.col("m.type").alias("op"),
-        F.col("m.database").alias("database"),
-        F.col("m.table").alias("table"),
-        F.col("m.commitTs").alias("commit_ts"),
-        F.col("m.old").alias("before"),
-        F.col("m.data").alias("after"),
+    return parsed_changes(
+        df,
+        schema,
+        op="type",
+        database="database",
+        table="table",
+        commit_ts="commitTs",
+        before="old",
+        after="data",
     )
 
 
