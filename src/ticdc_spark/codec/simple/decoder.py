@@ -15,8 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from ticdc_spark.codec.base import DecoderBase, EventSink, Message, Position, RowSink
 from ticdc_spark.codec.common import decoding, loads, require_dict
 from ticdc_spark.codec.compiled import BASE64, kind_of
@@ -30,6 +28,7 @@ from ticdc_spark.codec.simple.dialect import (
     json_dialect,
     timestamp_text,
 )
+from ticdc_spark.codec.simple.flat import FlatTimestamp, read_flat_row
 from ticdc_spark.codec.simple.memo import HeldRows, SchemaKey, SchemaMemo
 from ticdc_spark.codec.simple.options import PROTOCOL, SimpleOptions
 from ticdc_spark.codec.simple.wire import (
@@ -56,12 +55,6 @@ from ticdc_spark.types import Family
 __all__ = ["HeldRowError", "SimpleDecoder"]
 
 _KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
-
-
-def _has_extra_member(obj: dict[str, Any]) -> bool:
-    """Whether a row message has a member a plain one lacks (the flat path leaves such
-    messages to the full one)."""
-    return "claimCheckLocation" in obj or "handleKeyOnly" in obj or "checksum" in obj
 
 
 # A row as the flat path reads it: (kind, schema, commit ts, before, after).
@@ -225,17 +218,15 @@ class SimpleDecoder(DecoderBase):
         """The common case in one flat function: a plainly right JSON row whose schema is
         known, as (kind, schema, commit ts, before, after); None for anything else."""
         try:
-            obj = orjson.loads(value)  # type: ignore[arg-type]
-            kind = _KINDS[obj["type"]]
-            readers = self._known[(obj["database"], obj["table"], obj.get("schemaVersion", 0))]
-            commit_ts = obj["commitTs"]
-            if type(commit_ts) is not int or commit_ts < 0 or _has_extra_member(obj):
-                return None
-            after = None if kind is RowKind.DELETE else _json_image(readers, obj["data"], text)
-            before = None if kind is RowKind.INSERT else _json_image(readers, obj["old"], text)
+            row: Any = read_flat_row(value)  # type: ignore[arg-type]  # (a flat.FlatRow)
+            kind = _KINDS[row.type]
+            readers = self._known[(row.database, row.table, row.schemaVersion)]
+            # (an image the kind needs but the message lacks (None) fails in _json_image)
+            after = None if kind is RowKind.DELETE else _json_image(readers, row.data, text)
+            before = None if kind is RowKind.INSERT else _json_image(readers, row.old, text)
         except Exception:  # (whatever it was, the full path says it precisely)
             return None
-        return kind, readers.schema, commit_ts, before, after
+        return kind, readers.schema, row.commitTs, before, after
 
     # parsing ------------------------------------------------------------------------------
 
@@ -390,8 +381,8 @@ def _json_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str,
     the Python one) for canonical values, or the text checked for the changelog."""
     for name in readers.timestamps:  # (in place: the parsed message is the decoder's own)
         value = raw.get(name)
-        if value is not None:
-            raw[name] = timestamp_text(value)
+        if value is not None:  # (the flat path's reader gives the object as a struct)
+            raw[name] = value.value if type(value) is FlatTimestamp else timestamp_text(value)
     if text:
         if not readers.unwrapped.keys() >= raw.keys():
             raise DecodeError(f"column {_unknown(readers, raw)!r} is not in the table schema")

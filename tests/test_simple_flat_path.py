@@ -1,0 +1,142 @@
+"""Simple's flat path (the typed msgspec reader of the common JSON row,
+:mod:`ticdc_spark.codec.simple.flat`) against the decoder's full path (orjson, every check):
+the same events, changelog rows or error, on rows of every type among mutated messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contract.helpers import byte_mutations, encode, examples, json_mutations, placed
+from contract.profiles import WHOLE_JSON
+from strategies import row_changes
+from ticdc_spark.changelog import ChangelogBuilder
+from ticdc_spark.codec import Message, make_decoder
+from ticdc_spark.codec.simple import SimpleDecoder
+from ticdc_spark.errors import DecodeError
+from ticdc_spark.model import Event, RowChange
+from ticdc_spark.workload import Workload
+
+
+def _decoder(flat: bool) -> SimpleDecoder:
+    decoder = make_decoder("simple", {})
+    assert isinstance(decoder, SimpleDecoder)
+    if not flat:  # (a decoder that never takes the flat path)
+        decoder._flat_row = lambda value, text: None  # type: ignore[method-assign]
+    return decoder
+
+
+def _outcomes(messages: list[Message], flat: bool) -> list[Any]:
+    """Per message: its events and changelog rows (two decoders fed alike), or its error."""
+    events_decoder, rows_decoder = _decoder(flat), _decoder(flat)
+    got: list[Any] = []
+    for message in messages:
+        try:
+            events: list[Event] = events_decoder.decode(message)
+        except DecodeError as exc:
+            events = [str(exc)]  # type: ignore[list-item]
+        builder = ChangelogBuilder()
+        try:
+            rows_decoder.decode_into(message, builder)
+            rows: Any = builder.to_batch().to_pylist()
+        except (DecodeError, OverflowError) as exc:  # (a commit ts past int64: no changelog)
+            rows = str(exc)
+        got.append((events, rows))
+    return got
+
+
+def _mutated(data: st.DataObject, messages: list[Message], most: int) -> list[Message]:
+    messages = list(messages)
+    for i in data.draw(st.sets(st.integers(0, len(messages) - 1), max_size=most)):
+        value = messages[i].value or b""
+        if data.draw(st.booleans()):
+            changed = data.draw(json_mutations(WHOLE_JSON, "value", value))
+        else:
+            changed = data.draw(byte_mutations(value))
+        messages[i] = Message(messages[i].key, changed if changed is not None else value)
+    return placed(messages)
+
+
+@examples(60)
+@given(data=st.data(), events=st.lists(row_changes(), min_size=1, max_size=4))
+def test_the_flat_path_reads_as_the_full_path(data: st.DataObject, events: list[Event]) -> None:
+    messages = _mutated(data, encode("simple", {}, events), most=2)
+    assert _outcomes(messages, flat=True) == _outcomes(messages, flat=False)
+
+
+def _workload_messages() -> list[Message]:
+    events = [e for e in Workload(seed=2, rows=40, tables=2).events() if isinstance(e, RowChange)]
+    return encode("simple", {}, events)
+
+
+def _edited(value: bytes, edit: str) -> bytes:
+    """A row message with one member edited the way ``edit`` names."""
+    obj = orjson.loads(value)
+    head = value[:-1]
+    edits = {
+        "checksum": lambda: orjson.dumps({**obj, "checksum": {"current": 1}}),
+        "claim check": lambda: orjson.dumps({**obj, "claimCheckLocation": "file:///x"}),
+        "handle key only": lambda: orjson.dumps({**obj, "handleKeyOnly": True}),
+        "unknown member": lambda: orjson.dumps({**obj, "extra": 1e999}),
+        "duplicate type": lambda: head + b',"type":"DELETE"}',
+        "duplicate commitTs": lambda: head + b',"commitTs":7}',
+        "float version": lambda: orjson.dumps({**obj, "schemaVersion": 1.0}),
+        "bool commitTs": lambda: orjson.dumps({**obj, "commitTs": True}),
+        "negative commitTs": lambda: orjson.dumps({**obj, "commitTs": -1}),
+        "huge commitTs": lambda: orjson.dumps({**obj, "commitTs": 2**64 - 1}),
+        "null data": lambda: orjson.dumps({**obj, "data": None, "old": None}),
+        "number value": lambda: orjson.dumps(
+            {**obj, "data": dict.fromkeys(obj.get("data") or {"id": 1}, 1)}
+        ),
+        "timestamp extra key": lambda: value.replace(b'"location":', b'"x":1,"location":'),
+        "timestamp number": lambda: value.replace(b'"value":"', b'"value":1,"v":"'),
+        "bad utf-8": lambda: value.replace(b'"table":"', b'"table":"\xff', 1),
+        "lone surrogate": lambda: value.replace(b'"table":"', b'"table":"\\ud800', 1),
+    }
+    return edits[edit]()
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "checksum",
+        "claim check",
+        "handle key only",
+        "unknown member",
+        "duplicate type",
+        "duplicate commitTs",
+        "float version",
+        "bool commitTs",
+        "negative commitTs",
+        "huge commitTs",
+        "null data",
+        "number value",
+        "timestamp extra key",
+        "timestamp number",
+        "bad utf-8",
+        "lone surrogate",
+    ],
+)
+def test_edited_rows_read_as_the_full_path_reads_them(edit: str) -> None:
+    messages = _workload_messages()
+    rows = [i for i, m in enumerate(messages) if m.rows and m.value]
+    for i in rows[::3]:
+        messages[i] = Message(messages[i].key, _edited(messages[i].value or b"", edit))
+    placed(messages)
+    assert _outcomes(messages, flat=True) == _outcomes(messages, flat=False)
+
+
+def test_the_flat_path_takes_plain_row_messages() -> None:
+    """(So that the cases above compare two paths.)"""
+    decoder = _decoder(flat=True)
+    taken = []
+    for message in _workload_messages():
+        flat = decoder._flat_row(message.value, True) if message.rows else None
+        if message.rows:
+            taken.append(flat is not None)
+        decoder.decode(message)  # (learns the schemas the bootstraps bring)
+    assert taken and all(taken[1:]), taken
