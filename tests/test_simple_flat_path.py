@@ -1,6 +1,11 @@
-"""Simple's flat path (the typed msgspec reader of the common JSON row,
-:mod:`ticdc_spark.codec.simple.flat`) against the decoder's full path (orjson, every check):
-the same events, changelog rows or error, on rows of every type among mutated messages."""
+"""Simple's fast paths against the decoder's full path (orjson, every check), on rows of
+every type among mutated messages:
+
+* the flat path (the typed msgspec reader of the common JSON row,
+  :mod:`ticdc_spark.codec.simple.flat`) gives the same events, changelog rows or error;
+* the batch path of the Spark decode stage (``SimpleDecoder.decode_batch``) gives the
+  changelog that decoding one record at a time gives: wire rows and dead letters included.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from contract.helpers import byte_mutations, encode, examples, json_mutations, placed
+from contract.helpers import (
+    byte_mutations,
+    encode,
+    examples,
+    json_mutations,
+    kafka_batch,
+    placed,
+)
 from contract.profiles import WHOLE_JSON
 from strategies import row_changes
 from ticdc_spark.changelog import ChangelogBuilder
@@ -19,6 +31,7 @@ from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.codec.simple import SimpleDecoder
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Event, RowChange
+from ticdc_spark.spark.decode import _Records, decode_batches
 from ticdc_spark.workload import Workload
 
 
@@ -140,3 +153,48 @@ def test_the_flat_path_takes_plain_row_messages() -> None:
             taken.append(flat is not None)
         decoder.decode(message)  # (learns the schemas the bootstraps bring)
     assert taken and all(taken[1:]), taken
+
+
+@examples(60)
+@given(
+    data=st.data(),
+    events=st.lists(row_changes(), min_size=1, max_size=4),
+    repeat=st.integers(1, 3),
+    start=st.integers(0, 3),
+)
+def test_the_batch_path_gives_the_one_by_one_changelog(
+    data: st.DataObject, events: list[Event], repeat: int, start: int
+) -> None:
+    """Messages read from ``start`` on (rows before their schema's bootstrap become wire
+    rows), each table's rows repeated, some messages mutated."""
+    messages = [m for _ in range(repeat) for m in encode("simple", {}, events)][start:]
+    if not messages:
+        return
+    batch = kafka_batch(_mutated(data, messages, most=3))
+    batched = [
+        row for part in decode_batches(iter([batch]), "simple", {}) for row in part.to_pylist()
+    ]
+    decoder = make_decoder("simple", {}, stage=True)
+    one_by_one = _Records(batch, decoder, fail=False).one_by_one().to_pylist()
+    assert batched == one_by_one
+
+
+def test_the_batch_path_takes_plain_rows() -> None:
+    """(So that the case above compares two paths.)"""
+    messages = placed(_workload_messages())
+    decoder = make_decoder("simple", {}, stage=True)
+    assert isinstance(decoder, SimpleDecoder)
+    records = _Records(kafka_batch(messages), decoder, fail=False)
+    careful: list[int] = []
+
+    def one_by_one(i: int) -> None:
+        careful.append(i)
+        records.decode_one(i)
+
+    decoder.decode_batch(
+        records.values, records.topics, records.partitions, records.offsets,
+        records.builder, one_by_one,
+    )  # fmt: skip
+    rows = [i for i, m in enumerate(messages) if m.rows]
+    assert len(records.builder) == len(messages)
+    assert set(careful) & set(rows) <= {rows[0]}  # (only a row before its table's schema)

@@ -15,7 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ticdc_spark.codec.base import DecoderBase, EventSink, Message, Position, RowSink
+from ticdc_spark.codec.base import (
+    ChangelogSink,
+    DecoderBase,
+    EventSink,
+    Message,
+    Position,
+    RowSink,
+)
 from ticdc_spark.codec.common import decoding, loads, require_dict
 from ticdc_spark.codec.compiled import BASE64, kind_of
 from ticdc_spark.codec.compiled import values as compiled_values
@@ -55,6 +62,7 @@ from ticdc_spark.types import Family
 __all__ = ["HeldRowError", "SimpleDecoder"]
 
 _KINDS = {"INSERT": RowKind.INSERT, "UPDATE": RowKind.UPDATE, "DELETE": RowKind.DELETE}
+_OPS = {kind: name for name, kind in _KINDS.items()}  # (a dict: cheaper than kind.value)
 
 
 # A row as the flat path reads it: (kind, schema, commit ts, before, after).
@@ -199,6 +207,40 @@ class SimpleDecoder(DecoderBase):
         """The table schemas known, by version (oldest learned first)."""
         return [readers.schema for readers in self.memo.entries.values()]
 
+    def decode_batch(
+        self,
+        values: list[bytes | None],
+        topics: list[str],
+        partitions: list[int],
+        offsets: list[int],
+        sink: ChangelogSink,
+        one_by_one: Callable[[int], None],
+    ) -> None:
+        """The changelog rows of a batch of messages (the Spark decode stage's path,
+        :class:`~ticdc_spark.codec.base.BatchDecoder`): each common row (see
+        :meth:`_flat_row`) straight into ``sink`` in its wire text, the values' type left to
+        Arrow; every other message through ``one_by_one(i)``, in order (it decodes a
+        BOOTSTRAP or DDL message, after which this path knows that schema too)."""
+        if not self._plain_json:
+            for i in range(len(values)):
+                one_by_one(i)
+            return
+        append_row, flat_row = sink.append_row, self._flat_row
+        texts: dict[int, str] = {}  # id(schema) -> its changelog schema JSON
+        for i, value in enumerate(values):
+            flat = flat_row(value, True, False)
+            if flat is None:
+                one_by_one(i)
+                continue
+            kind, schema, commit_ts, before, after = flat
+            text = texts.get(id(schema))
+            if text is None:
+                text = texts[id(schema)] = sink.schema_text(schema) or ""
+            where = (topics[i], partitions[i], offsets[i], 0)
+            append_row(
+                _OPS[kind], schema.database, schema.table, commit_ts, before, after, text, where
+            )
+
     def _row_at_once(self, message: Message, sink: RowSink) -> bool:
         """The common row (see :meth:`_flat_row`) into ``sink``; False (nothing emitted) for
         anything else, which the full path then decodes with every check and the precise
@@ -214,16 +256,17 @@ class SimpleDecoder(DecoderBase):
             sink.add_events([RowChange(*flat)], *where)
         return True
 
-    def _flat_row(self, value: bytes | None, text: bool) -> _FlatRow | None:
+    def _flat_row(self, value: bytes | None, text: bool, typed: bool = True) -> _FlatRow | None:
         """The common case in one flat function: a plainly right JSON row whose schema is
-        known, as (kind, schema, commit ts, before, after); None for anything else."""
+        known, as (kind, schema, commit ts, before, after); None for anything else.
+        (``typed``: see :func:`_json_image`.)"""
         try:
             row: Any = read_flat_row(value)  # type: ignore[arg-type]  # (a flat.FlatRow)
             kind = _KINDS[row.type]
             readers = self._known[(row.database, row.table, row.schemaVersion)]
             # (an image the kind needs but the message lacks (None) fails in _json_image)
-            after = None if kind is RowKind.DELETE else _json_image(readers, row.data, text)
-            before = None if kind is RowKind.INSERT else _json_image(readers, row.old, text)
+            after = None if kind is RowKind.DELETE else _json_image(readers, row.data, text, typed)
+            before = None if kind is RowKind.INSERT else _json_image(readers, row.old, text, typed)
         except Exception:  # (whatever it was, the full path says it precisely)
             return None
         return kind, readers.schema, row.commitTs, before, after
@@ -376,9 +419,12 @@ class SimpleDecoder(DecoderBase):
         return _converted(convert, raw)
 
 
-def _json_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str, Any]:
+def _json_image(
+    readers: _Readers, raw: dict[str, Any], text: bool, typed: bool = True
+) -> dict[str, Any]:
     """A JSON image: TIMESTAMP objects unwrapped to their text, then the compiled loop (or
-    the Python one) for canonical values, or the text checked for the changelog."""
+    the Python one) for canonical values, or the text checked for the changelog (with
+    ``typed`` False, all but the values' type: a batch path leaves that check to Arrow)."""
     for name in readers.timestamps:  # (in place: the parsed message is the decoder's own)
         value = raw.get(name)
         if value is not None:  # (the flat path's reader gives the object as a struct)
@@ -386,7 +432,7 @@ def _json_image(readers: _Readers, raw: dict[str, Any], text: bool) -> dict[str,
     if text:
         if not readers.unwrapped.keys() >= raw.keys():
             raise DecodeError(f"column {_unknown(readers, raw)!r} is not in the table schema")
-        for name, value in raw.items():
+        for name, value in raw.items() if typed else ():
             if value is not None and type(value) is not str:
                 raise DecodeError(f"column {name!r}: expected a string, got {value!r}")
         return raw
