@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+import restart_helpers
 from kafka_broker import ONE_RECORD_PER_REQUEST
 from ticdc_spark.codec import Message
 from ticdc_spark.dispatch import TopicRouter
@@ -28,12 +29,6 @@ from ticdc_spark.workload import Workload
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 PROTOCOLS = {"canal-json": {"enable-tidb-extension": "true"}, "open-protocol": {}}
-
-
-def _target(kind: str, root: Path) -> str:
-    if kind == "delta":
-        return f"delta:{root / 'lake'}"
-    return f"iceberg:sqlite:///{root / 'catalog.db'}#file://{root / 'warehouse'}"
 
 
 def _produce(
@@ -87,7 +82,7 @@ def test_kafka_to_lakehouse(
     spark, kafka_broker: str, tmp_path: Path, protocol: str, target_kind: str
 ) -> None:
     _workload, source = _produce(kafka_broker, protocol, tmp_path)
-    target = _target(target_kind, tmp_path)
+    target = restart_helpers.target(target_kind, tmp_path)
     reports = []
     run(spark, _config(source, protocol, target, tmp_path), on_batch=reports.append)
     assert len(reports) >= 2  # maxOffsetsPerTrigger split the stream into micro-batches
@@ -123,7 +118,7 @@ def test_duplicates_replays_and_dead_letters(spark, kafka_broker: str, tmp_path:
     sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
     sink.write(replay + bad)
     sink.close()
-    target = _target("delta", tmp_path)
+    target = restart_helpers.target("delta", tmp_path)
     reports = []
     run(spark, _config(source, protocol, target, tmp_path), on_batch=reports.append)
     _assert_verified(target, tmp_path)
@@ -143,7 +138,7 @@ def test_kill_and_restart_gives_the_tables_of_a_run_that_never_stopped(
     protocol = "open-protocol"
     _workload, source = _produce(kafka_broker, protocol, tmp_path, rows=1200, seed=23)
     killed_root, calm_root = tmp_path / "killed", tmp_path / "calm"
-    killed_target = _target("delta", killed_root)
+    killed_target = restart_helpers.target("delta", killed_root)
     base = [
         sys.executable,
         "-m",
@@ -184,7 +179,7 @@ def test_kill_and_restart_gives_the_tables_of_a_run_that_never_stopped(
         [*base, "--trigger", "once"], env=env, capture_output=True, timeout=600, check=False
     )
     assert final.returncode == 0, final.stderr.decode()[-2000:]
-    calm_target = _target("delta", calm_root)
+    calm_target = restart_helpers.target("delta", calm_root)
     run(spark, _config(source, protocol, calm_target, calm_root))
     _assert_verified(killed_target, tmp_path)
     killed, calm = make_sink(killed_target), make_sink(calm_target)
@@ -325,7 +320,7 @@ def test_consistent_mode_waits_for_a_partition_that_has_sent_nothing(
         producer.producer.flush(30)
 
     send(0, canal_message(ts), watermark.value or b"")
-    target = _target("delta", tmp_path)
+    target = restart_helpers.target("delta", tmp_path)
     config = _config(f"kafka://{kafka_broker}/{topic}", "canal-json", target, tmp_path)
     run(spark, config)
     sink = make_sink(target)

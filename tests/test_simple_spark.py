@@ -1,6 +1,7 @@
 """Simple through the Spark pipeline (``replicate``'s ``run``): a capture directory met
-mid-stream in JSON, rows waiting across micro-batches for a BOOTSTRAP on another partition;
-and a workload in Avro through the real Kafka broker, verified against its generated state."""
+mid-stream in JSON (into Delta and into Iceberg), rows waiting across micro-batches for a
+BOOTSTRAP on another partition; and a workload in Avro through the real Kafka broker,
+verified against its generated state."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 import simple_stream
 from kafka_broker import ONE_RECORD_PER_REQUEST
-from restart_helpers import write_capture_dir
+from restart_helpers import target, write_capture_dir
 from ticdc_spark.dispatch import TopicRouter
 from ticdc_spark.produce import produce_workload
 from ticdc_spark.sinks.base import live
@@ -24,13 +25,14 @@ from ticdc_spark.workload import Workload
 pytestmark = pytest.mark.spark
 
 
-def test_a_capture_met_mid_stream(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_a_capture_met_mid_stream(spark, tmp_path: Path, fmt: str) -> None:
     batches = simple_stream.batches("json")
     write_capture_dir([m for batch in batches for m in batch], tmp_path / "capture")
     config = PipelineConfig(
         source=str(tmp_path / "capture"),
         protocol="simple",
-        target=f"delta:{tmp_path / 'lake'}",
+        target=target(fmt, tmp_path),
         checkpoint=str(tmp_path / "checkpoint"),
         # micro-batches as in simple_stream: orders' rows wait a batch for their bootstrap
         source_options={"maxOffsetsPerTrigger": str(len(batches[0]))},
