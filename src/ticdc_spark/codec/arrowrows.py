@@ -13,11 +13,12 @@ reader use it.)
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from ticdc_spark.codec.base import ChangelogSink
 
-__all__ = ["CarefulRows", "Tables", "merged", "own_rows"]
+__all__ = ["CarefulRows", "Tables", "image_column", "merged", "own_rows", "row_batch"]
 
 
 class CarefulRows:
@@ -38,6 +39,57 @@ class CarefulRows:
         import numpy as np
 
         return self.sink.to_batch(), np.array(self.sources, np.int64)
+
+
+def row_batch(sink: ChangelogSink, batch: Any, records: Any, columns: dict[str, Any]) -> Any:
+    """Changelog ROW rows, one per record of ``records`` (indices into the Kafka ``batch``,
+    each row at its record's topic, partition and offset): ``columns`` holds their op,
+    database, table, commit_ts, before and after (Arrow arrays); the other columns are what
+    ``ChangelogBuilder`` writes for a row (the ``schema`` column is :func:`merged`'s)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n, at = len(records), pa.array(records, pa.int64())
+    text, binary = pa.string(), pa.binary()
+    rows = {
+        "kind": pa.repeat(pa.scalar(sink.row_kind), n),
+        "schema": pa.nulls(n, text),
+        "key_only": pa.array(np.zeros(n, np.bool_)),
+        "sql": pa.nulls(n, text),
+        "ddl_type": pa.nulls(n, text),
+        "topic": pc.fill_null(batch.column("topic").take(at), ""),
+        "partition": pc.fill_null(batch.column("partition").take(at), 0).cast(pa.int32()),
+        "offset": pc.fill_null(batch.column("offset").take(at), 0).cast(pa.int64()),
+        "seq": pa.array(np.zeros(n, np.int32)),
+        "error": pa.nulls(n, text),
+        "key": pa.nulls(n, binary),
+        "value": pa.nulls(n, binary),
+        **columns,
+    }
+    schema = sink.arrow_schema()
+    return pa.RecordBatch.from_arrays([rows[f.name] for f in schema], schema=schema)
+
+
+def image_column(images: list[dict[str, Any] | None], texts: list[Any] | None = None) -> Any:
+    """A before/after column of row images (column name -> text; None: no image); ``texts``:
+    the images' values in order, when they are not the images' own values."""
+    import numpy as np
+    import pyarrow as pa
+
+    present = [image for image in images if image is not None]
+    if texts is None:
+        texts = list(chain.from_iterable(map(dict.values, present)))
+    lengths = np.fromiter((0 if image is None else len(image) for image in images), np.int32)
+    offsets = np.zeros(len(images) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.MapArray.from_arrays(
+        pa.array(offsets),
+        pa.array(list(chain.from_iterable(present)), pa.string()),
+        pa.array(texts, pa.string()),
+        type=pa.map_(pa.string(), pa.string()),
+        mask=pa.array([image is None for image in images], pa.bool_()),
+    )
 
 
 def own_rows(

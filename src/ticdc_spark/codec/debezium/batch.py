@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 import orjson
 
-from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
+from ticdc_spark.codec.arrowrows import (
+    CarefulRows,
+    Tables,
+    image_column,
+    merged,
+    own_rows,
+    row_batch,
+)
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
 from ticdc_spark.codec.debezium.typed import KEY_PAYLOAD, NOT_TYPED, CommitTs, Value, utf8
@@ -145,15 +152,8 @@ class _Reader:
     def __init__(
         self, columns: tuple[Any, Any], batch: Any, sink: ChangelogSink, tables: Tables
     ) -> None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
         self.values, self.keys = (_Buffers(column) for column in columns)
-        self.positions = (
-            pc.fill_null(batch.column("topic"), ""),
-            pc.fill_null(batch.column("partition"), 0).cast(pa.int32()),
-            pc.fill_null(batch.column("offset"), 0).cast(pa.int64()),
-        )
+        self.batch = batch
         self.sink = sink
         self.tables = tables
         self.parts: list[tuple[Any, Any, Any, Any]] = []
@@ -194,35 +194,18 @@ class _Reader:
         return np.array(slow, np.int64)
 
     def _batch(self, table: tuple[str, str], rows: list[Any], images: Any, kept: Any) -> Any:
-        import numpy as np
         import pyarrow as pa
 
         count = len(rows)
-        text, binary = pa.string(), pa.binary()
-        at = pa.array(kept)
-        topic, partition, offset = (column.take(at) for column in self.positions)
         columns = {
-            "kind": pa.repeat(pa.scalar(self.sink.row_kind), count),
-            "op": pa.array([row[0] for row in rows], text),
+            "op": pa.array([row[0] for row in rows], pa.string()),
             "database": pa.repeat(pa.scalar(table[0]), count),
             "table": pa.repeat(pa.scalar(table[1]), count),
             "commit_ts": pa.array([row[1] for row in rows], pa.int64()),
-            "schema": pa.nulls(count, text),
-            "key_only": pa.array(np.zeros(count, np.bool_)),
-            "sql": pa.nulls(count, text),
-            "ddl_type": pa.nulls(count, text),
-            "topic": topic,
-            "partition": partition,
-            "offset": offset,
-            "seq": pa.array(np.zeros(count, np.int32)),
-            "error": pa.nulls(count, text),
-            "key": pa.nulls(count, binary),
-            "value": pa.nulls(count, binary),
             "before": images[0],
             "after": images[1],
         }
-        schema = self.sink.arrow_schema()
-        return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+        return row_batch(self.sink, self.batch, kept, columns)
 
 
 class _Buffers:
@@ -375,30 +358,23 @@ def _image_column(plan: _Plan, images: list[Image]) -> Any:
     import numpy as np
     import pyarrow as pa
 
-    absent = [image is None for image in images]
     present = [image for image in images if image is not None]
     names, count = plan.order, len(present)
     width = len(names)
-    if names and set(map(len, present)) <= {width} and set(map(tuple, present)) <= {names}:
-        flat = list(chain.from_iterable(map(dict.values, present)))
-        columns = [
-            _column_texts(plan.columnar[j], plan.converters[j], flat[j::width])
-            for j in range(width)
-        ]
-        by_row = (np.arange(width) * count + np.arange(count)[:, None]).ravel()
-        texts = pa.concat_arrays(columns).take(pa.array(by_row))
-        key_array = pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), count)))
-        lengths = np.where(absent, 0, width).astype(np.int32)
-    else:
-        texts = pa.array(_values(plan, present), pa.string())
-        key_array = pa.array(list(chain.from_iterable(present)), pa.string())
-        lengths = np.fromiter((0 if image is None else len(image) for image in images), np.int32)
+    if not (names and set(map(len, present)) <= {width} and set(map(tuple, present)) <= {names}):
+        return image_column(images, _values(plan, present))
+    flat = list(chain.from_iterable(map(dict.values, present)))
+    columns = [
+        _column_texts(plan.columnar[j], plan.converters[j], flat[j::width]) for j in range(width)
+    ]
+    by_row = (np.arange(width) * count + np.arange(count)[:, None]).ravel()
+    absent = [image is None for image in images]
     offsets = np.zeros(len(images) + 1, np.int32)
-    np.cumsum(lengths, out=offsets[1:])
+    np.cumsum(np.where(absent, 0, width).astype(np.int32), out=offsets[1:])
     return pa.MapArray.from_arrays(
         pa.array(offsets),
-        key_array,
-        texts,
+        pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(width), count))),
+        pa.concat_arrays(columns).take(pa.array(by_row)),
         type=pa.map_(pa.string(), pa.string()),
         mask=pa.array(absent, pa.bool_()),
     )
