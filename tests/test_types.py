@@ -157,3 +157,31 @@ def test_enum_members_read_back_from_the_type_text(elements: tuple[str, ...]) ->
     for name in ("enum", "set"):
         ctype = ColumnType(name, elements=elements)
         assert parse_column_type(ctype.sql()).elements == elements
+
+
+@given(
+    st.tuples(
+        st.integers(0, 9999),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(0, 999_999),
+    )
+)
+def test_a_zero_date_is_one_datetime_refuses(fields: tuple[int, ...]) -> None:
+    """(types._is_calendar decides without calling datetime: the two must agree)."""
+    from ticdc_spark.types import ZeroDate, _is_calendar
+
+    try:
+        dt.datetime(*fields)
+        expected = True
+    except ValueError:
+        expected = False
+    assert _is_calendar(ZeroDate(*fields)) == expected
+    text = "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}".format(*fields[:6])
+    if expected:
+        assert parse_datetime(text) == dt.datetime(*fields[:6])
+    else:
+        assert parse_datetime(text) == ZeroDate(*fields[:6], 0)

@@ -611,8 +611,13 @@ _TIME_RE = re.compile(r"^(-)?(?:(\d+) )?(\d{1,4}):(\d{1,2}):(\d{1,2})(?:\.(\d{1,
 # out as MySQL's, the rest go through the regex.
 
 
+def _zero_field(text: str) -> bool:
+    """Whether a date laid out as MySQL's has a zero year, month or day (no calendar date)."""
+    return text[5:7] == "00" or text[8:10] == "00" or text[:4] == "0000"
+
+
 def parse_date(text: str) -> _dt.date | ZeroDate:
-    if len(text) == 10 and text[4] == "-" == text[7]:
+    if len(text) == 10 and text[4] == "-" == text[7] and not _zero_field(text):
         try:
             return _dt.date.fromisoformat(text)
         except ValueError:
@@ -628,6 +633,7 @@ def parse_datetime(text: str) -> _dt.datetime | ZeroDate:
         and text[10] == " "
         and text[13] == ":" == text[16]
         and (len(text) == 19 or (text[19] == "." and text[20:].isdigit() and text.isascii()))
+        and not _zero_field(text)
     ):
         try:
             return _dt.datetime.fromisoformat(text)
@@ -650,11 +656,17 @@ def _parse_irregular(text: str) -> ZeroDate:
 
 
 def _is_calendar(value: ZeroDate) -> bool:
-    try:
-        _dt.datetime(*value)
-    except ValueError:
+    """Whether ``datetime`` takes the value (without raising: zero dates are common enough in
+    real tables for an exception per value to show in decoding time)."""
+    year, month, day, hour, minute, second, _ = value
+    if not (1 <= year <= 9999 and 1 <= month <= 12 and day >= 1):
         return False
-    return True
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days = 29 if month == 2 and leap else _DAYS_IN_MONTH[month]
+    return day <= days and hour < 24 and minute < 60 and second < 60
+
+
+_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 
 def parse_time(text: str) -> _dt.timedelta:
