@@ -261,8 +261,15 @@ def ours_in_python(df: Any) -> Any:
 
 
 def transfer_floor(
-    df: Any, protocol: str = "canal-json", options: dict[str, str] | None = None
+    df: Any,
+    protocol: str = "canal-json",
+    options: dict[str, str] | None = None,
+    read: Any = None,
 ) -> Any:
+    """The transfer floor: the Kafka columns moved into the Python workers and a changelog of
+    the same rows moved back (each task decodes its first batch once and hands back copies
+    of it); with ``read`` (made in the worker: ``read()`` gives a function of a value), each
+    value is also read by it and the result dropped (the parse floor)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from ticdc_spark.changelog import arrow_schema
@@ -271,8 +278,12 @@ def transfer_floor(
     def run(batches: Any) -> Any:
         import pyarrow as pa
 
+        parse = read() if read is not None else None
         ready = None
         for batch in batches:
+            if parse is not None:
+                for value in batch.column("value").to_pylist():
+                    parse(value)
             if ready is None:  # decoded once per task: the rest is transfer only
                 ready = next(decode_batches(iter([batch]), protocol, options or CANAL))
             n = batch.num_rows
@@ -291,10 +302,6 @@ def parse_floor(df: Any, protocol: str, options: dict[str, str] | None = None) -
     only, the text before the Connect schema; Simple: ``flat.read_flat_row``), nothing
     checked or built from it.  ``native / parse floor`` is the most a ``mapInArrow`` decoder
     parsing with msgspec can beat a JVM contender by, however fast the rest of its work."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    from ticdc_spark.changelog import arrow_schema
-    from ticdc_spark.spark.decode import SOURCE_COLUMNS, decode_batches
 
     def reader() -> Any:
         if protocol == "simple":
@@ -311,24 +318,7 @@ def parse_floor(df: Any, protocol: str, options: dict[str, str] | None = None) -
         head = len(b'{"payload":')
         return lambda value: decode(memoryview(value)[head : value.rfind(b',"schema":')])
 
-    def run(batches: Any) -> Any:
-        import pyarrow as pa
-
-        read = reader()
-        ready = None
-        for batch in batches:
-            for value in batch.column("value").to_pylist():
-                read(value)
-            if ready is None:
-                ready = next(decode_batches(iter([batch]), protocol, options or CANAL))
-            n = batch.num_rows
-            yield (
-                ready.slice(0, n)
-                if n <= ready.num_rows
-                else ready.take(pa.array([i % ready.num_rows for i in range(n)]))
-            )
-
-    return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
+    return transfer_floor(df, protocol, options, reader)
 
 
 def timed(frame: Any, conf: dict[str, str] | None = None) -> float:
