@@ -39,7 +39,7 @@ def _decoder(flat: bool) -> SimpleDecoder:
     decoder = make_decoder("simple", {})
     assert isinstance(decoder, SimpleDecoder)
     if not flat:  # (a decoder that never takes the flat path)
-        decoder._flat_row = lambda value, text: None  # type: ignore[method-assign]
+        decoder._flat_row = lambda *args: None  # type: ignore[method-assign]
     return decoder
 
 
@@ -198,3 +198,79 @@ def test_the_batch_path_takes_plain_rows() -> None:
     rows = [i for i, m in enumerate(messages) if m.rows]
     assert len(records.builder) == len(messages)
     assert set(careful) & set(rows) <= {rows[0]}  # (only a row before its table's schema)
+
+
+def _bootstrap(database: str, table: str, version: int, column_type: str) -> bytes:
+    column = {
+        "name": "c",
+        "dataType": {"mysqlType": column_type, "charset": "binary", "collate": "binary"},
+        "nullable": True,
+        "default": None,
+    }
+    schema = {
+        "schema": database,
+        "table": table,
+        "tableID": 7,
+        "version": version,
+        "columns": [column],
+        "indexes": [],
+    }
+    return orjson.dumps(
+        {"version": 1, "type": "BOOTSTRAP", "commitTs": 0, "buildTs": 0, "tableSchema": schema}
+    )
+
+
+def _row(database: str, table: str, version: int, value: object, commit_ts: int = 100) -> bytes:
+    return orjson.dumps(
+        {
+            "version": 1,
+            "database": database,
+            "table": table,
+            "type": "INSERT",
+            "commitTs": commit_ts,
+            "schemaVersion": version,
+            "data": {"c": value},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("database", "table", "version"),
+    [("db", "t", -1), ("", "t", 1), ("db", "", 1)],
+    ids=["negative version", "empty database", "empty table"],
+)
+def test_rows_the_full_path_refuses_are_refused_with_their_schema_known(
+    database: str, table: str, version: int
+) -> None:
+    """(A BOOTSTRAP may bring such a schema: its rows still go to the full path, which says
+    what is wrong with them.)"""
+    messages = placed(
+        [
+            Message(None, _bootstrap(database, table, version, "int")),
+            Message(None, _row(database, table, version, "1")),
+        ]
+    )
+    flat, full = _outcomes(messages, flat=True), _outcomes(messages, flat=False)
+    assert flat == full
+    assert isinstance(full[1][1], str)  # (an error)
+
+
+def test_a_batch_arrow_refuses_is_decoded_again_from_where_it_started() -> None:
+    """A row before its schema's BOOTSTRAP in one batch stays a wire row when a later row of
+    that batch (a TIMESTAMP object in a VARCHAR column, which the stage's batch path leaves
+    to Arrow) makes the stage decode the batch again one record at a time."""
+    messages = placed(
+        [
+            Message(None, _row("db", "t", 1, "a")),
+            Message(None, _bootstrap("db", "t", 1, "varchar")),
+            Message(None, _row("db", "t", 1, {"value": "x"}, commit_ts=101)),
+        ]
+    )
+    batch = kafka_batch(messages)
+    batched = [
+        row for part in decode_batches(iter([batch]), "simple", {}) for row in part.to_pylist()
+    ]
+    one_by_one = _Records(batch, make_decoder("simple", {}, stage=True), fail=False).one_by_one()
+    assert batched == one_by_one.to_pylist()
+    assert [row["kind"] for row in batched] == ["ROW", "BOOTSTRAP", "ERROR"]
+    assert batched[0]["after"] is None and batched[0]["value"] == messages[0].value  # (wire)

@@ -36,6 +36,7 @@ __all__ = [
     "Position",
     "Route",
     "RowSink",
+    "StatefulDecoder",
 ]
 
 # Where an event came from: (topic, partition, offset, seq), seq numbering the events inside
@@ -269,6 +270,19 @@ class BatchDecoder(Protocol):
         sink: ChangelogSink,
         one_by_one: Callable[[int], None],
     ) -> None: ...
+
+
+@runtime_checkable
+class StatefulDecoder(Protocol):
+    """A decoder whose state, learned from the messages it decodes, changes how later ones
+    decode (Simple's schemas by version).  The Spark decode stage takes a snapshot before a
+    batch's fast path and restores it before decoding that batch again one record at a time
+    (when Arrow refuses the fast path's rows), so that the second pass starts from where the
+    first did."""
+
+    def snapshot(self) -> Any: ...
+
+    def restore(self, snapshot: Any) -> None: ...
 
 
 @runtime_checkable

@@ -16,7 +16,7 @@ from typing import Any
 
 from ticdc_spark.changelog import ERROR, ChangelogBuilder, arrow_schema
 from ticdc_spark.codec import Message, get_codec, make_decoder
-from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder, Decoder
+from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder, Decoder, StatefulDecoder
 from ticdc_spark.errors import ConfigError, DecodeError
 from ticdc_spark.filter import TableFilter
 
@@ -91,7 +91,9 @@ def decode_batches(
     (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch; if the batch's Arrow
     conversion then finds a value the batch path let through (it leaves type checks to
     Arrow), the batch is decoded again one message at a time, where every check runs and a
-    bad message becomes a dead letter.  Should Arrow still refuse the rows, each record is
+    bad message becomes a dead letter (a decoder whose state changes with the messages,
+    :class:`~ticdc_spark.codec.base.StatefulDecoder`, is first put back where it stood
+    before the batch).  Should Arrow still refuse the rows, each record is
     built on its own and the ones it refuses become dead letters too.
     """
     # (the stage's own decoder where the protocol has one: Simple leaves a row whose schema
@@ -101,8 +103,10 @@ def decode_batches(
         decoder.decode_arrow_batch if compiled and isinstance(decoder, ArrowBatchDecoder) else None
     )
     whole = decoder.decode_batch if isinstance(decoder, BatchDecoder) else None
+    stateful = decoder if isinstance(decoder, StatefulDecoder) else None
     for batch in _bounded(batches):
         records = _Records(batch, decoder, fail)
+        before = None if stateful is None else stateful.snapshot()
         out = None
         if arrow is not None:
             try:
@@ -112,6 +116,8 @@ def decode_batches(
             if out is None:  # (rows the careful path added before the failure must not stay)
                 records.builder = ChangelogBuilder()
         if out is None and whole is not None:
+            if arrow is not None:
+                _restore(stateful, before)
             try:
                 whole(
                     records.values,
@@ -126,11 +132,18 @@ def decode_batches(
                 pass
         if out is None:
             try:
+                _restore(stateful, before)  # (the replay starts where the first pass did)
                 out = records.one_by_one()
             except _UNFIT:  # a value no changelog column can hold (an integer past int64)
+                _restore(stateful, before)
                 out = records.isolated()
         if out.num_rows:
             yield out
+
+
+def _restore(decoder: StatefulDecoder | None, snapshot: Any) -> None:
+    if decoder is not None:
+        decoder.restore(snapshot)
 
 
 # What Arrow raises when a changelog batch cannot be built from the decoded rows.

@@ -203,6 +203,15 @@ class SimpleDecoder(DecoderBase):
         if known is None or known.schema != schema:
             self.memo.put(key, _readers(schema, self._values, not self._avro))
 
+    def snapshot(self) -> dict[SchemaKey, _Readers]:
+        """The schemas known (``codec.base.StatefulDecoder``)."""
+        return dict(self.memo.entries)
+
+    def restore(self, snapshot: dict[SchemaKey, _Readers]) -> None:
+        entries = self.memo.entries  # (in place: the flat path reads this very dict)
+        entries.clear()
+        entries.update(snapshot)
+
     def schemas(self) -> list[TableSchema]:
         """The table schemas known, by version (oldest learned first)."""
         return [readers.schema for readers in self.memo.entries.values()]

@@ -22,6 +22,8 @@ __all__ = ["NOT_FLAT", "FlatRow", "FlatTimestamp", "read_flat_row"]
 
 # An integer within int64 (the full path takes the others and says what is wrong).
 _Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+_Natural = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+_Name = Annotated[str, msgspec.Meta(min_length=1)]
 
 
 # (gc=False: these structs hold strings, numbers and dicts of them, never a cycle)
@@ -36,16 +38,17 @@ _Image = dict[str, str | FlatTimestamp | None]
 
 
 class FlatRow(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A plain row message (members as TiCDC names them)."""
+    """A plain row message (members as TiCDC names them; a name, a commit ts or a schema
+    version the full path refuses is refused here too, even where a schema is known for it)."""
 
     type: str
-    database: str
-    table: str
-    commitTs: Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+    database: _Name
+    table: _Name
+    commitTs: _Natural
     version: _Int64 = 0
     tableID: _Int64 = 0
     buildTs: _Int64 = 0
-    schemaVersion: _Int64 = 0
+    schemaVersion: _Natural = 0
     data: _Image | None = None
     old: _Image | None = None
 
