@@ -180,3 +180,31 @@ def test_genuine_captures_and_the_golden_row_through_the_batch_path(
     expected = _one_by_one(batch, {})
     assert out.to_pylist() == expected
     assert not any(row["kind"] == "ERROR" for row in expected)
+
+
+def test_a_restored_decoder_guesses_as_it_did_before() -> None:
+    """(The decode stage restores the decoder before decoding a batch again one record at a
+    time, codec.base.StatefulDecoder: the guesses of a table without a schema start over
+    from where they stood.)  Column ``w`` is guessed NULL-only, then BIGINT, then DOUBLE."""
+    import orjson
+
+    source = {"db": "inventory", "table": "products"}
+    messages = placed(
+        [
+            Message(
+                orjson.dumps({"id": i}),
+                orjson.dumps(
+                    {"before": None, "after": {"id": i, "w": w}, "source": source, "op": "c"}
+                ),
+            )
+            for i, w in enumerate([None, 1, 1.5, 2])
+        ]
+    )
+    decoder = make_decoder("debezium", {})
+    assert isinstance(decoder, DebeziumDecoder)
+    decoder.decode(messages[0])
+    saved = decoder.snapshot()
+    first = _outcomes(decoder, messages[1:])
+    decoder.restore(saved)
+    assert _outcomes(decoder, messages[1:]) == first
+    assert _outcomes(decoder, messages[1:]) != first  # (without a restore: other guesses)

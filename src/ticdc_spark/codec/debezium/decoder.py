@@ -287,6 +287,17 @@ class DebeziumDecoder(DecoderBase):
         self._guesses: dict[tuple[str, str], _Guess] = {}
         self._warned: set[tuple[str, str, str]] = set()
 
+    def snapshot(self) -> dict[tuple[str, str], tuple[Any, ...]]:
+        """The column types guessed so far for tables without a Connect schema
+        (``codec.base.StatefulDecoder``: the guesses depend on the records seen)."""
+        return {table: (dict(g.types), g.plan, g.key) for table, g in self._guesses.items()}
+
+    def restore(self, snapshot: dict[tuple[str, str], tuple[Any, ...]]) -> None:
+        self._guesses = {}
+        for table, (types, plan, key) in snapshot.items():
+            guess = self._guesses[table] = _Guess()
+            guess.types, guess.plan, guess.key = dict(types), plan, key
+
     def decode_into(self, message: Message, sink: RowSink) -> None:
         try:
             if not self._typed_into(message, sink):
