@@ -49,16 +49,24 @@ __all__ = ["MOST_COLUMNS", "TableWriter", "Twin"]
 # A string or bytes value: its length, then its bytes (``b``, bound by the walrus).
 _SIZED = "(VARINTS[n << 1] if (n := len(b := {data})) < 8192 else LONG(n)) + b"
 _TEXT = _SIZED.format(data="(v{i} if type(v{i}) is str else T{i}(v{i})).encode()")
-# The value written after each column's prefix, by kind (the careful writer's branches).
-# A long, wrapped to int64 first as TiCDC casts a uint64 (BIT(64), BIGINT UNSIGNED), then
-# zigzagged (``n``); a value outside 64 bits makes VARINT raise.
-_LONG = (
-    "(VARINTS[n] if (n := ((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63))"
-    " < 16384 else PAIRS[n & 16383] + VARINTS[n >> 14] if n < 268435456 else VARINT(n))"
-)
+# A long, written by the fewest steps its column's values need (the plan column's zigzag bits):
+# one table lookup below 2**14, two below 2**28, else varint(), which refuses what passes 64
+# bits.  A value past what its form takes raises (IndexError or ValueError), and the careful
+# writer then writes it: no value is ever cut short.
+_ZIGZAG = "(v{i} << 1) ^ (v{i} >> 63)"
+_TWO_LOOKUPS = "VARINTS[n] if (n := {zigzag}) < 16384 else PAIRS[n & 16383] + VARINTS[n >> 14]"
+_LONGS = {
+    14: "VARINTS[" + _ZIGZAG + "]",
+    28: "(" + _TWO_LOOKUPS.format(zigzag=_ZIGZAG) + ")",
+    64: "(" + _TWO_LOOKUPS.format(zigzag=_ZIGZAG) + " if n < 268435456 else VARINT(n))",
+    # past 2**63 (BIGINT UNSIGNED, BIT(64)): wrapped to int64 first, as TiCDC casts a uint64
+    65: "("
+    + _TWO_LOOKUPS.format(zigzag="((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)")
+    + " if n < 268435456 else VARINT(n))",
+}
+# The value written after each column's prefix, by kind (the careful writer's branches); the
+# longs above.
 _VALUE = {
-    LONG: _LONG,
-    UNSIGNED_BIGINT: _LONG,
     STRING: _TEXT,
     TEXT: _TEXT,
     TIMESTAMP: _TEXT,
@@ -66,6 +74,8 @@ _VALUE = {
     FLOAT: "PACK_FLOAT(v{i})",
     DOUBLE: "PACK_DOUBLE(v{i})",
 }
+# A TEXT or TIMESTAMP column's value in ``first``: its text's bytes, ``s3`` (see _text_locals).
+_COMPILED_TEXT = _SIZED.format(data="s{i}")
 _CONSTANTS = {
     "VARINTS": VARINTS,
     "PAIRS": VARINT_PAIRS,
@@ -75,6 +85,7 @@ _CONSTANTS = {
     "I64_MAX": (1 << 63) - 1,
     "PACK_FLOAT": struct.Struct("<f").pack,
     "PACK_DOUBLE": struct.Struct("<d").pack,
+    "NOTHING": b"",
 }
 
 
@@ -86,14 +97,16 @@ MOST_COLUMNS = 1024
 Twin = tuple[tuple[Any, ...], tuple[bytes, ...]]
 # The generated functions: (image, texts) -> Twin; (image, the twin's values and pieces) ->
 # the pieces of the image's map.
-_First = Callable[[dict[str, Any], dict[str, Any] | None], Twin]
+_First = Callable[[dict[str, Any], list[bytes] | None], Twin]
 _Second = Callable[[dict[str, Any], tuple[Any, ...], tuple[bytes, ...]], tuple[bytes, ...]]
 
 
 class TableWriter:
     """The writers of one table's images: ``first`` writes an image whole; ``twin`` writes the
     other image of an UPDATE, taking the first's bytes for every column holding the very same
-    value (an UPDATE changes a few columns: the rest are the same objects)."""
+    value (an UPDATE changes a few columns: the rest are the same objects).
+
+    ``texts`` names the columns whose text the compiled loop gives ``first``, in its order."""
 
     __slots__ = ("_first", "_twin", "columns")
 
@@ -105,17 +118,17 @@ class TableWriter:
             self._first, self._twin = _generated(columns, texts)
 
     def first(
-        self, image: dict[str, Any], texts: dict[str, Any] | None
+        self, image: dict[str, Any], texts: list[bytes] | None
     ) -> tuple[bytes, Twin | None]:
-        """An image's map (``texts``: the compiled texts of its DECIMAL and temporal columns,
-        or None), and what its twin may take from it."""
+        """An image's map, and what its twin may take from it.  ``texts``: the compiled loop's
+        pieces of the image's texts (see :func:`_text_locals`), or None."""
         if self._first is not None:
             try:
                 values, pieces = self._first(image, texts)
                 return b"".join(pieces), (values, pieces)
             except Exception:  # (the careful writer: the same bytes, or the precise error)
                 pass
-        return row_map_bytes(self.columns, image, texts), None
+        return row_map_bytes(self.columns, image), None
 
     def twin(self, image: dict[str, Any], first: Twin | None) -> bytes:
         """The map of an UPDATE's other image, after :meth:`first` wrote one."""
@@ -128,31 +141,63 @@ class TableWriter:
 
 
 def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple[_First, _Second]:
-    """The source of the two writers (see the module's docstring), compiled."""
-    names = [name for _, _, name, _, _ in columns]
+    """The source of the two writers (see the module's docstring), compiled.
+
+    Each column is two pieces, its prefix (or its null entry) and its value (or nothing):
+    joining two pieces costs less than making one by ``+``."""
+    names = [column[2] for column in columns]
     namespace: dict[str, Any] = {**_CONSTANTS, "GET": itemgetter(*names)}
     namespace["HEAD"] = b"\x02" + long_bytes(len(columns))  # (the map's one block: its count)
     values = ", ".join(f"v{i}" for i in range(len(columns)))
     unpack = f"    values = {_unpacked(len(columns))}\n    ({values},) = values"
-    first = ["def first(image, texts):", unpack]
-    if texts:
-        first.append("    if texts is not None:")
-        index = {name: i for i, name in enumerate(names)}
-        first += [f"        v{index[name]} = texts[N{index[name]}]" for name in texts]
+    compiled = {names.index(name) for name in texts}
+    first = ["def first(image, texts):", unpack, *_text_locals(sorted(compiled))]
     first.append("    return values, (HEAD,")
     twin = ["def twin(image, twin_values, twin_pieces):", unpack]
     twin.append(f"    ({', '.join(f'u{i}' for i in range(len(columns)))},) = twin_values")
     twin.append("    return (HEAD,")
-    for i, (null, prefix, name, how, text) in enumerate(columns):
-        namespace.update({f"N{i}": name, f"Z{i}": null, f"P{i}": prefix, f"T{i}": text})
-        piece = f"Z{i} if v{i} is None else P{i} + {_VALUE[how].format(i=i)}"
-        first.append(f"        {piece},")
-        twin.append(f"        twin_pieces[{i + 1}] if v{i} is u{i} else ({piece}),")
+    for i, (null, prefix, _, how, text, bits) in enumerate(columns):
+        namespace.update({f"Z{i}": null, f"P{i}": prefix, f"T{i}": text})
+        value = _value(how, bits).format(i=i)
+        key, own = f"Z{i} if v{i} is None else P{i}", f"NOTHING if v{i} is None else {value}"
+        text = f"NOTHING if v{i} is None else {_COMPILED_TEXT.format(i=i)}"
+        first.append(f"        {key}, {text if i in compiled else own},")
+        same = f"v{i} is u{i}"
+        twin.append(f"        twin_pieces[{2 * i + 1}] if {same} else ({key}),")
+        twin.append(f"        twin_pieces[{2 * i + 2}] if {same} else ({own}),")
     first.append("        b'\\x00')")
     twin.append("        b'\\x00')")
     source = "\n".join(first + twin)
     exec(compile(source, "<simple-avro image writer>", "exec"), namespace)
     return namespace["first"], namespace["twin"]
+
+
+def _value(how: int, bits: int) -> str:
+    """The expression of a column's value (its ``{i}`` to fill in)."""
+    if how in (LONG, UNSIGNED_BIGINT):
+        return _LONGS[next(most for most in _LONGS if bits <= most)]
+    return _VALUE[how]
+
+
+def _text_locals(compiled: list[int]) -> list[str]:
+    """The bytes of each compiled text column's text, ``s3`` (for a null value, whatever).
+
+    The compiled loop gives them in ``encoder._texts``: its object written with the key
+    ``\\x00`` (no JSON string holds that byte raw), split there: the object's ``{``, then a
+    piece per column, ``"text",`` (the last ending ``}``) or ``null,``; no text in it has an
+    escape.  Without them (not built, or it gave up), each text is formatted here."""
+    if not compiled:
+        return []
+    pieces = ", ".join(f"s{i}" for i in compiled)
+    source = ["    if texts is None:"]
+    source += [
+        f"        s{i} = None if v{i} is None else "
+        f"(v{i} if type(v{i}) is str else T{i}(v{i})).encode()"
+        for i in compiled
+    ]
+    source += ["    else:", f"        (_, {pieces},) = texts"]
+    source += [f"        s{i} = s{i}[1:-2]" for i in compiled]
+    return source
 
 
 def _unpacked(count: int) -> str:
