@@ -46,36 +46,38 @@ from ticdc_spark.codec.simple.avro import (
 
 __all__ = ["MOST_COLUMNS", "TableWriter", "Twin"]
 
-# A string or bytes value: its length, then its bytes (``b``, bound by the walrus).
-_SIZED = "(VARINTS[n << 1] if (n := len(b := {data})) < 8192 else LONG(n)) + b"
-_TEXT = _SIZED.format(data="(v{i} if type(v{i}) is str else T{i}(v{i})).encode()")
 # A long, written by the fewest steps its column's values need (the plan column's zigzag bits):
-# one table lookup below 2**14, two below 2**28, else varint(), which refuses what passes 64
-# bits.  A value past what its form takes raises (IndexError or ValueError), and the careful
-# writer then writes it: no value is ever cut short.
+# one table lookup below 2**14, two below 2**28, three below 2**42, else varint(), which
+# refuses what passes 64 bits.  A value past what its form takes raises (IndexError or
+# ValueError), and the careful writer then writes it: no value is ever cut short.
 _ZIGZAG = "(v{i} << 1) ^ (v{i} >> 63)"
-_TWO_LOOKUPS = "VARINTS[n] if (n := {zigzag}) < 16384 else PAIRS[n & 16383] + VARINTS[n >> 14]"
+_TWO = "VARINTS[n] if (n := {zigzag}) < 16384 else PAIRS[n & 16383] + VARINTS[n >> 14]"
+_THREE = " if n < 268435456 else PAIRS[n & 16383] + PAIRS[(n >> 14) & 16383] + VARINTS[n >> 28]"
+_MORE = " if n < 268435456 else VARINT(n)"
+# past 2**63 (BIGINT UNSIGNED, BIT(64)): wrapped to int64 first, as TiCDC casts a uint64
+_WRAPPED = "((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)"
 _LONGS = {
     14: "VARINTS[" + _ZIGZAG + "]",
-    28: "(" + _TWO_LOOKUPS.format(zigzag=_ZIGZAG) + ")",
-    64: "(" + _TWO_LOOKUPS.format(zigzag=_ZIGZAG) + " if n < 268435456 else VARINT(n))",
-    # past 2**63 (BIGINT UNSIGNED, BIT(64)): wrapped to int64 first, as TiCDC casts a uint64
-    65: "("
-    + _TWO_LOOKUPS.format(zigzag="((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)")
-    + " if n < 268435456 else VARINT(n))",
+    28: _TWO.format(zigzag=_ZIGZAG),
+    42: _TWO.format(zigzag=_ZIGZAG) + _THREE,
+    64: _TWO.format(zigzag=_ZIGZAG) + _MORE,
+    65: _TWO.format(zigzag=_WRAPPED) + _MORE,
 }
-# The value written after each column's prefix, by kind (the careful writer's branches); the
-# longs above.
-_VALUE = {
-    STRING: _TEXT,
-    TEXT: _TEXT,
-    TIMESTAMP: _TEXT,
-    BYTES: _SIZED.format(data="v{i}"),
-    FLOAT: "PACK_FLOAT(v{i})",
-    DOUBLE: "PACK_DOUBLE(v{i})",
+# The value of the other kinds but the sized ones (below).
+_VALUE = {FLOAT: "PACK_FLOAT(v{i})", DOUBLE: "PACK_DOUBLE(v{i})"}
+# A TEXT or TIMESTAMP column whose text ``first`` has from the compiled loop, as a kind.
+_COMPILED = -1
+# A string's or bytes' length is written with its column's prefix, from the column's table of
+# both for every one-byte length (``S3``), and its bytes are the value piece (``b``, bound by
+# the walrus): a long value is then never copied into a piece of its own.
+_SIZED = "S{i}[n] if (n := len(b := {data})) < 64 else P{i} + LONG(n)"
+_DATA = {
+    STRING: "(v{i} if type(v{i}) is str else T{i}(v{i})).encode()",
+    BYTES: "v{i}",
+    # in ``first``: the compiled text's bytes (see _text_locals)
+    _COMPILED: "s{i}",
 }
-# A TEXT or TIMESTAMP column's value in ``first``: its text's bytes, ``s3`` (see _text_locals).
-_COMPILED_TEXT = _SIZED.format(data="s{i}")
+_DATA[TEXT] = _DATA[TIMESTAMP] = _DATA[STRING]
 _CONSTANTS = {
     "VARINTS": VARINTS,
     "PAIRS": VARINT_PAIRS,
@@ -158,13 +160,14 @@ def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple
     twin.append("    return (HEAD,")
     for i, (null, prefix, _, how, text, bits) in enumerate(columns):
         namespace.update({f"Z{i}": null, f"P{i}": prefix, f"T{i}": text})
-        value = _value(how, bits).format(i=i)
-        key, own = f"Z{i} if v{i} is None else P{i}", f"NOTHING if v{i} is None else {value}"
-        text = f"NOTHING if v{i} is None else {_COMPILED_TEXT.format(i=i)}"
-        first.append(f"        {key}, {text if i in compiled else own},")
+        if how in _DATA:  # (its prefix with every one-byte length)
+            namespace[f"S{i}"] = tuple(prefix + VARINTS[n << 1] for n in range(64))
+        key, value = _pieces(i, _COMPILED if i in compiled else how, bits)
+        first.append(f"        {key}, {value},")
+        key, value = _pieces(i, how, bits)
         same = f"v{i} is u{i}"
         twin.append(f"        twin_pieces[{2 * i + 1}] if {same} else ({key}),")
-        twin.append(f"        twin_pieces[{2 * i + 2}] if {same} else ({own}),")
+        twin.append(f"        twin_pieces[{2 * i + 2}] if {same} else ({value}),")
     first.append("        b'\\x00')")
     twin.append("        b'\\x00')")
     source = "\n".join(first + twin)
@@ -172,11 +175,17 @@ def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple
     return namespace["first"], namespace["twin"]
 
 
-def _value(how: int, bits: int) -> str:
-    """The expression of a column's value (its ``{i}`` to fill in)."""
+def _pieces(i: int, how: int, bits: int) -> tuple[str, str]:
+    """The expressions of column ``i``'s two pieces: its key (with a string's length) and
+    its value."""
+    if how in _DATA:
+        key = _SIZED.format(i=i, data=_DATA[how].format(i=i))
+        return f"Z{i} if v{i} is None else ({key})", f"NOTHING if v{i} is None else b"
     if how in (LONG, UNSIGNED_BIGINT):
-        return _LONGS[next(most for most in _LONGS if bits <= most)]
-    return _VALUE[how]
+        value = _LONGS[next(most for most in _LONGS if bits <= most)]
+    else:
+        value = _VALUE[how]
+    return f"Z{i} if v{i} is None else P{i}", f"NOTHING if v{i} is None else ({value.format(i=i)})"
 
 
 def _text_locals(compiled: list[int]) -> list[str]:
