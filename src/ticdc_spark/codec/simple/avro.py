@@ -220,7 +220,7 @@ def dml_type(kind: str) -> bytes:
 
 def dml_members(kind: bytes, commit_ts: int, build_ts: int) -> bytes:
     """A DML record's ``type`` (from :func:`dml_type`), ``commitTs`` and ``buildTs``."""
-    return kind + long_bytes(commit_ts) + _known_long(build_ts)
+    return kind + _known_long(commit_ts) + _known_long(build_ts)
 
 
 def dml_options(location: str | None, key_only: bool, checksum: RowChecksum | None) -> bytes:
@@ -236,7 +236,7 @@ def dml_options(location: str | None, key_only: bool, checksum: RowChecksum | No
     )
 
 
-# The clock's millisecond repeats from row to row.
+# The clock's millisecond repeats from row to row, and so does a transaction's commit ts.
 _known_long = lru_cache(maxsize=256)(long_bytes)
 
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from operator import itemgetter
+from itertools import compress
+from operator import is_not, itemgetter
 from typing import Any
 
 from ticdc_spark.codec.simple.avro import (
@@ -97,27 +98,27 @@ MOST_COLUMNS = 1024
 
 # What the first image's writer leaves for its twin: the image's values and pieces.
 Twin = tuple[tuple[Any, ...], tuple[bytes, ...]]
-# The generated functions: (image, texts) -> Twin; (image, the twin's values and pieces) ->
-# the pieces of the image's map.
+# The generated functions: (image, texts) -> Twin; a column's value -> its two pieces.
 _First = Callable[[dict[str, Any], list[bytes] | None], Twin]
-_Second = Callable[[dict[str, Any], tuple[Any, ...], tuple[bytes, ...]], tuple[bytes, ...]]
+_Column = Callable[[Any], tuple[bytes, bytes]]
 
 
 class TableWriter:
     """The writers of one table's images: ``first`` writes an image whole; ``twin`` writes the
-    other image of an UPDATE, taking the first's bytes for every column holding the very same
-    value (an UPDATE changes a few columns: the rest are the same objects).
+    other image of an UPDATE: the first's pieces, but for the columns not holding the very
+    same value object (an UPDATE changes a few columns: the rest are the same objects),
+    which are found by a comparison in C (``map(is_not, ...)``) and written one by one.
 
     ``texts`` names the columns whose text the compiled loop gives ``first``, in its order."""
 
-    __slots__ = ("_first", "_twin", "columns")
+    __slots__ = ("_columns", "_first", "_values", "columns")
 
     def __init__(self, columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> None:
         self.columns = columns
         self._first: _First | None = None
-        self._twin: _Second | None = None
         if 0 < len(columns) <= MOST_COLUMNS:
-            self._first, self._twin = _generated(columns, texts)
+            self._first, self._columns = _generated(columns, texts)
+            self._values = _getter([column[2] for column in columns])
 
     def first(
         self, image: dict[str, Any], texts: list[bytes] | None
@@ -134,30 +135,36 @@ class TableWriter:
 
     def twin(self, image: dict[str, Any], first: Twin | None) -> bytes:
         """The map of an UPDATE's other image, after :meth:`first` wrote one."""
-        if first is not None and self._twin is not None:
+        if first is not None and self._first is not None:
+            twin_values, twin_pieces = first
             try:
-                return b"".join(self._twin(image, *first))
+                values = self._values(image)
+                pieces = list(twin_pieces)
+                for i in compress(range(len(values)), map(is_not, values, twin_values)):
+                    pieces[2 * i + 1], pieces[2 * i + 2] = self._columns[i](values[i])
+                return b"".join(pieces)
             except Exception:  # (as above)
                 pass
         return row_map_bytes(self.columns, image)
 
 
-def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple[_First, _Second]:
-    """The source of the two writers (see the module's docstring), compiled.
+def _generated(
+    columns: tuple[PlanColumn, ...], texts: tuple[str, ...]
+) -> tuple[_First, tuple[_Column, ...]]:
+    """The source of ``first`` and of each column's writer (see the module's docstring),
+    compiled.
 
     Each column is two pieces, its prefix (or its null entry) and its value (or nothing):
     joining two pieces costs less than making one by ``+``."""
     names = [column[2] for column in columns]
-    namespace: dict[str, Any] = {**_CONSTANTS, "GET": itemgetter(*names)}
+    namespace: dict[str, Any] = {**_CONSTANTS, "GET": _getter(names)}
     namespace["HEAD"] = b"\x02" + long_bytes(len(columns))  # (the map's one block: its count)
     values = ", ".join(f"v{i}" for i in range(len(columns)))
-    unpack = f"    values = {_unpacked(len(columns))}\n    ({values},) = values"
     compiled = {names.index(name) for name in texts}
-    first = ["def first(image, texts):", unpack, *_text_locals(sorted(compiled))]
+    first = ["def first(image, texts):", "    values = GET(image)", f"    ({values},) = values"]
+    first += _text_locals(sorted(compiled))
     first.append("    return values, (HEAD,")
-    twin = ["def twin(image, twin_values, twin_pieces):", unpack]
-    twin.append(f"    ({', '.join(f'u{i}' for i in range(len(columns)))},) = twin_values")
-    twin.append("    return (HEAD,")
+    each = []
     for i, (null, prefix, _, how, text, bits) in enumerate(columns):
         namespace.update({f"Z{i}": null, f"P{i}": prefix, f"T{i}": text})
         if how in _DATA:  # (its prefix with every one-byte length)
@@ -165,14 +172,20 @@ def _generated(columns: tuple[PlanColumn, ...], texts: tuple[str, ...]) -> tuple
         key, value = _pieces(i, _COMPILED if i in compiled else how, bits)
         first.append(f"        {key}, {value},")
         key, value = _pieces(i, how, bits)
-        same = f"v{i} is u{i}"
-        twin.append(f"        twin_pieces[{2 * i + 1}] if {same} else ({key}),")
-        twin.append(f"        twin_pieces[{2 * i + 2}] if {same} else ({value}),")
+        each += [f"def column{i}(v{i}):", f"    return ({key}), ({value})"]
     first.append("        b'\\x00')")
-    twin.append("        b'\\x00')")
-    source = "\n".join(first + twin)
+    source = "\n".join(first + each)
     exec(compile(source, "<simple-avro image writer>", "exec"), namespace)
-    return namespace["first"], namespace["twin"]
+    return namespace["first"], tuple(namespace[f"column{i}"] for i in range(len(columns)))
+
+
+def _getter(names: list[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """The image's values of ``names`` as a tuple (``itemgetter`` of one name gives no
+    tuple)."""
+    if len(names) > 1:
+        return itemgetter(*names)
+    name = names[0]
+    return lambda image: (image[name],)
 
 
 def _pieces(i: int, how: int, bits: int) -> tuple[str, str]:
@@ -207,8 +220,3 @@ def _text_locals(compiled: list[int]) -> list[str]:
     source += ["    else:", f"        (_, {pieces},) = texts"]
     source += [f"        s{i} = s{i}[1:-2]" for i in compiled]
     return source
-
-
-def _unpacked(count: int) -> str:
-    """The expression giving the image's values (``itemgetter`` of one name gives no tuple)."""
-    return "GET(image)" if count > 1 else "(GET(image),)"

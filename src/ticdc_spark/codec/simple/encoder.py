@@ -197,7 +197,7 @@ def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes |
     return data
 
 
-_KIND_BYTES = {kind: avro.dml_type(kind.value) for kind in RowKind}
+_INSERT, _UPDATE, _DELETE = (avro.dml_type(kind) for kind in ("INSERT", "UPDATE", "DELETE"))
 
 
 def _avro_row(
@@ -211,6 +211,8 @@ def _avro_row(
 ) -> bytes:
     """A DML message in Avro: the table's constant head, the row's members, its images."""
     writer = plan.avro_writer
+    # (the kind by the images _row_value left it: hashing the RowKind costs as much again)
+    kind = _DELETE if after is None else _INSERT if before is None else _UPDATE
     if after is None:
         data = None
         old = None if before is None else writer.first(before, _texts(plan, before))[0]
@@ -220,7 +222,7 @@ def _avro_row(
     return b"".join(
         (
             plan.avro_head,
-            avro.dml_members(_KIND_BYTES[row.kind], row.commit_ts, now),
+            avro.dml_members(kind, row.commit_ts, now),
             plan.avro_version,
             avro.dml_options(location, key_only, row.checksum),
             b"\x00" if data is None else data,
