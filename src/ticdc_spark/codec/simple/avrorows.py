@@ -54,7 +54,7 @@ __all__ = ["MOST_COLUMNS", "TableWriter", "Twin"]
 _ZIGZAG = "(v{i} << 1) ^ (v{i} >> 63)"
 _TWO = "VARINTS[n] if (n := {zigzag}) < 16384 else PAIRS[n & 16383] + VARINTS[n >> 14]"
 _THREE = " if n < 268435456 else PAIRS[n & 16383] + PAIRS[(n >> 14) & 16383] + VARINTS[n >> 28]"
-_MORE = " if n < 268435456 else VARINT(n)"
+_MORE = _THREE + " if n < 4398046511104 else VARINT(n)"
 # past 2**63 (BIGINT UNSIGNED, BIT(64)): wrapped to int64 first, as TiCDC casts a uint64
 _WRAPPED = "((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)"
 _LONGS = {
