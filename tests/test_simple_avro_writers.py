@@ -128,7 +128,8 @@ def test_an_update_writes_the_columns_turned_null_or_not_null() -> None:
 # Values about each step of the writers' longs (one, two, three lookups, varint()), and past
 # what each column type holds: the generated writers either write them or leave them to the
 # careful writer, and the bytes are the same.
-_STEPS = [2**bits + d for bits in (6, 7, 13, 14, 27, 28, 41, 42, 55, 56, 62, 63, 64) for d in (-1, 0)]
+_BITS = (6, 7, 13, 14, 27, 28, 41, 42, 55, 56, 62, 63, 64)
+_STEPS = [2**bits + d for bits in _BITS for d in (-1, 0)]
 _LONG_TYPES = ["tinyint", "tinyint unsigned", "smallint", "smallint unsigned", "mediumint"]
 _LONG_TYPES += ["int", "int unsigned", "bigint", "bigint unsigned", "year", "bit(12)", "bit(64)"]
 _LONG_TYPES += ["enum('a','b')", "set('a','b','c')"]

@@ -120,9 +120,7 @@ class TableWriter:
             self._first, self._columns = _generated(columns, texts)
             self._values = _getter([column[2] for column in columns])
 
-    def first(
-        self, image: dict[str, Any], texts: list[bytes] | None
-    ) -> tuple[bytes, Twin | None]:
+    def first(self, image: dict[str, Any], texts: list[bytes] | None) -> tuple[bytes, Twin | None]:
         """An image's map, and what its twin may take from it.  ``texts``: the compiled loop's
         pieces of the image's texts (see :func:`_text_locals`), or None."""
         if self._first is not None:
