@@ -27,7 +27,7 @@ import orjson
 
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import RowChecksum
-from ticdc_spark.types import ColumnType, Family
+from ticdc_spark.types import INT_BITS, ColumnType, Family
 
 __all__ = ["SCHEMA", "VARINTS", "VARINT_PAIRS", "dml_head", "dml_members", "dml_options"]
 __all__ += ["dml_type", "long_bytes", "plan_column", "read_message", "row_map_bytes", "varint"]
@@ -58,11 +58,10 @@ def varint(n: int) -> bytes:
     """The base-128 varint of a zigzagged long ``n`` of two bytes or more (``n`` >= 128).
 
     A value outside the 64-bit range zigzags to 2**64 or more (as ``(v << 1) ^ (v >> 63)``
-    on Python's integers leaves it): that is refused.  Up to six bytes it is put together from
-    tables of every two-byte group (:data:`VARINTS`, :data:`VARINT_PAIRS`); past that, ``n``'s
-    7-bit groups are spread one per byte in a few whole-integer steps rather than a loop per
-    byte: 56-bit halves into 64-bit lanes, then 28 bits into 32, 14 into 16, 7 into 8; then
-    every byte but the last gets its continuation bit."""
+    on Python's integers leaves it): that is refused.  The bytes are put together from tables
+    of every 14-bit group (:data:`VARINTS`, :data:`VARINT_PAIRS`), a lookup per two bytes: a
+    loop per byte, or spreading the 7-bit groups with whole-integer masks, costs twice as much
+    on the 8- to 10-byte varints of commit timestamps and BIGINT values."""
     if n < 0x4000:
         return VARINTS[n]
     if n < 0x10000000:
@@ -71,12 +70,11 @@ def varint(n: int) -> bytes:
         return VARINT_PAIRS[n & 0x3FFF] + VARINT_PAIRS[(n >> 14) & 0x3FFF] + VARINTS[n >> 28]
     if n >> 64:
         raise ValueError("a value outside the 64-bit range does not fit an Avro long")
-    x = (n & _LOW56) | ((n >> 56) << 64)
-    x = (x & _SPREAD[0][0]) | ((x & _SPREAD[0][1]) << 4)
-    x = (x & _SPREAD[1][0]) | ((x & _SPREAD[1][1]) << 2)
-    x = (x & _SPREAD[2][0]) | ((x & _SPREAD[2][1]) << 1)
-    size = (n.bit_length() + 6) // 7
-    return (x | _CONTINUED[size]).to_bytes(size, "little")
+    low = VARINT_PAIRS[n & 0x3FFF] + VARINT_PAIRS[(n >> 14) & 0x3FFF]
+    low += VARINT_PAIRS[(n >> 28) & 0x3FFF]
+    if n < 0x100000000000000:
+        return low + VARINTS[n >> 42]
+    return low + VARINT_PAIRS[(n >> 42) & 0x3FFF] + VARINTS[n >> 56]
 
 
 # The varint of every n below 2**14 (one or two bytes), and every 14-bit group as two bytes
@@ -85,17 +83,6 @@ VARINTS = tuple(
     bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(0x4000)
 )
 VARINT_PAIRS = tuple(bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(0x4000))
-
-
-def _lanes(lane: int, half: int) -> tuple[int, int]:
-    """Masks of the low and the high ``half`` bits of each ``lane``-bit lane of 128 bits."""
-    low = sum(((1 << half) - 1) << base for base in range(0, 128, lane))
-    return low, low << half
-
-
-_LOW56 = (1 << 56) - 1
-_SPREAD = (_lanes(64, 28), _lanes(32, 14), _lanes(16, 7))
-_CONTINUED = [int.from_bytes(b"\x80" * (size - 1), "little") for size in range(11)]
 
 
 def _string(text: str) -> bytes:
@@ -122,8 +109,9 @@ _BRANCH_BYTE = {
 _MISSING = object()
 
 # A plan column: (its map entry with a null value, its map key and value branch as written,
-# its name, how (above), its text formatter or None).
-PlanColumn = tuple[bytes, bytes, str, int, Callable[[Any], str] | None]
+# its name, how (above), its text formatter or None, the bits of its largest zigzagged value:
+# 65 where a value may be past 2**63 or the type does not say).
+PlanColumn = tuple[bytes, bytes, str, int, Callable[[Any], str] | None, int]
 
 
 def plan_column(
@@ -142,7 +130,24 @@ def plan_column(
             how = TIMESTAMP
     key = _string(name)
     prefix = key + _BRANCH_BYTE[how] + (location if how == TIMESTAMP else b"")
-    return (key + b"\x00", prefix, name, how, text)
+    return (key + b"\x00", prefix, name, how, text, _zigzag_bits(ctype))
+
+
+def _zigzag_bits(ctype: ColumnType) -> int:
+    """The bit length of the largest zigzagged long a column of ``ctype`` holds (65 when not
+    bounded below 2**63): how many varint bytes its writer must be ready for."""
+    family, count = ctype.family, len(ctype.elements)
+    if family is Family.INTEGER and ctype.name in INT_BITS:  # (signed: 2**(bits-1) each way)
+        return INT_BITS[ctype.name] + ctype.unsigned
+    if family is Family.YEAR:  # (0 or 1901..2155)
+        return 13
+    if family is Family.ENUM:  # an index, at most 65535
+        return (count or 0xFFFF).bit_length() + 1
+    if family is Family.SET and count:  # a bitmask of its members
+        return count + 1
+    if family is Family.BIT and ctype.length:
+        return ctype.length + 1
+    return 65
 
 
 _HOW = {
@@ -154,17 +159,12 @@ _HOW = {
 }
 
 
-def row_map_bytes(
-    columns: tuple[PlanColumn, ...], image: dict[str, Any], texts: dict[str, Any] | None = None
-) -> bytes:
+def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> bytes:
     """The ``data``/``old`` union (map branch) of an image: its columns in plan order.
 
-    Kept flat (one loop, the kinds inline): it runs once per column of every row.  ``texts``
-    may hold the text of the TEXT and TIMESTAMP columns already (from the compiled loop)."""
-    if texts:
-        image = {**image, **texts}  # (their text: str values, written as is)
+    Kept flat (one loop, the kinds inline): it runs once per column of every row."""
     parts = []
-    for null, prefix, name, how, text in columns:
+    for null, prefix, name, how, text, _ in columns:
         value = image.get(name, _MISSING)
         if value is None:
             parts.append(null)
@@ -220,7 +220,7 @@ def dml_type(kind: str) -> bytes:
 
 def dml_members(kind: bytes, commit_ts: int, build_ts: int) -> bytes:
     """A DML record's ``type`` (from :func:`dml_type`), ``commitTs`` and ``buildTs``."""
-    return kind + long_bytes(commit_ts) + _known_long(build_ts)
+    return kind + _known_long(commit_ts) + _known_long(build_ts)
 
 
 def dml_options(location: str | None, key_only: bool, checksum: RowChecksum | None) -> bytes:
@@ -236,7 +236,7 @@ def dml_options(location: str | None, key_only: bool, checksum: RowChecksum | No
     )
 
 
-# The clock's millisecond repeats from row to row.
+# The clock's millisecond repeats from row to row, and so does a transaction's commit ts.
 _known_long = lru_cache(maxsize=256)(long_bytes)
 
 

@@ -139,7 +139,7 @@ def _plan(schema: TableSchema, json_values: Dialect, location: bytes, avro_too: 
         avro.plan_column(c.name, c.type, _text_of(c.type), location) for c in columns
     )
     avro_texts = tuple(
-        (orjson.dumps(c.name) + b":", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
+        (b"\x00", c.name, *text_kind(c.type), NORMALIZED.encoder(c.type))
         for c in columns
         if c.type.family in _AVRO_TEXTS
     )
@@ -164,13 +164,17 @@ def _plan(schema: TableSchema, json_values: Dialect, location: bytes, avro_too: 
 _AVRO_TEXTS = frozenset((Family.DECIMAL, Family.DATE, Family.DATETIME, Family.TIME))
 
 
-def _texts(plan: _Plan, image: dict[str, Any]) -> dict[str, Any] | None:
-    """The MySQL text of an image's DECIMAL and temporal columns by the compiled loop, or
-    None (not built, nothing to do, or it gave up: the Avro writer formats them itself)."""
+def _texts(plan: _Plan, image: dict[str, Any]) -> list[bytes] | None:
+    """The MySQL text of an image's DECIMAL and temporal columns by the compiled loop, as
+    the pieces :func:`.avrorows._text_locals` reads, or None (not built, nothing to do, it
+    gave up, a column is missing, or a text has an escape: the Avro writer formats them)."""
     if compiled_values is None or not plan.avro_texts:
         return None
     data = compiled_values.text_object(plan.avro_texts, image)
-    return None if data is None else orjson.loads(data)
+    if data is None or b"\\" in data:
+        return None
+    pieces: list[bytes] = data.split(b"\x00")
+    return pieces if len(pieces) == len(plan.avro_texts) + 1 else None
 
 
 def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes | None:
@@ -193,7 +197,7 @@ def _json_object(plan: _Plan, image: dict[str, Any], location: bytes) -> bytes |
     return data
 
 
-_KIND_BYTES = {kind: avro.dml_type(kind.value) for kind in RowKind}
+_INSERT, _UPDATE, _DELETE = (avro.dml_type(kind) for kind in ("INSERT", "UPDATE", "DELETE"))
 
 
 def _avro_row(
@@ -207,6 +211,8 @@ def _avro_row(
 ) -> bytes:
     """A DML message in Avro: the table's constant head, the row's members, its images."""
     writer = plan.avro_writer
+    # (the kind by the images _row_value left it: hashing the RowKind costs as much again)
+    kind = _DELETE if after is None else _INSERT if before is None else _UPDATE
     if after is None:
         data = None
         old = None if before is None else writer.first(before, _texts(plan, before))[0]
@@ -216,7 +222,7 @@ def _avro_row(
     return b"".join(
         (
             plan.avro_head,
-            avro.dml_members(_KIND_BYTES[row.kind], row.commit_ts, now),
+            avro.dml_members(kind, row.commit_ts, now),
             plan.avro_version,
             avro.dml_options(location, key_only, row.checksum),
             b"\x00" if data is None else data,
