@@ -28,7 +28,7 @@ __all__ = ["FieldKind", "field_kinds", "read_columns"]
 FieldKind = tuple[str, str, bool, "tuple[int, int] | None"]
 
 _PRIMITIVES = {"int", "long", "float", "double", "string", "bytes"}
-_MAX_VARINT = 9  # bytes: 63 bits, what an int64 holds whatever its sign (zigzag)
+_MAX_VARINT = 10  # bytes: 64 bits (the tenth byte's lowest), a zigzag int64 whatever its sign
 _PAD = 16  # zero bytes after the data, so that gathers past a short body stay in bounds
 
 
@@ -96,30 +96,41 @@ class _Cursor:
         self.ok = np.ones(len(pos), np.bool_)
 
     def varint(self, active: Any) -> Any:
-        """The zigzag varint at each active record (advanced past it); 0 elsewhere."""
+        """The zigzag varint at each active record (advanced past it); 0 elsewhere.
+
+        A varint of one byte everywhere (union indices, short lengths, small numbers) takes
+        a few numpy calls; otherwise each record's next ``_MAX_VARINT`` bytes are gathered
+        at once (the data is padded) and the varint's length is its first byte without the
+        continuation bit."""
         import numpy as np
 
         data, pos, end = self.data, self.pos, self.end
-        value = np.zeros(len(pos), np.uint64)
-        length = np.zeros(len(pos), np.int64)
         going = active & self.ok
-        for k in range(_MAX_VARINT + 1):
-            at = pos + k
-            short = going & (at >= end)
-            self.ok &= ~short
-            going &= ~short
-            if not going.any():
-                break
-            byte = data[np.where(going, at, 0)].astype(np.uint64)
-            value |= np.where(going, (byte & np.uint64(0x7F)) << np.uint64(7 * k), 0).astype(
-                np.uint64
-            )
-            length += going
-            going &= (byte & np.uint64(0x80)) != 0
-        self.ok &= ~going & (length <= _MAX_VARINT)
-        self.pos = pos + np.where(active & self.ok, length, 0)
+        first = data[pos]
+        if not (first[going] & 0x80).any():
+            self.ok &= ~going | (pos < end)
+            going &= self.ok
+            self.pos = pos + going
+            small = first.astype(np.int64)
+            return np.where(going, (small >> 1) ^ -(small & 1), 0)
+        reach = np.arange(_MAX_VARINT)
+        window = data[pos[:, None] + reach]
+        last = window < 0x80
+        length = np.argmax(last, axis=1) + 1
+        # (no last byte within reach, past the body, or a tenth byte with bits an int64
+        # has no room for: fastavro's to read, or to refuse)
+        self.ok &= ~going | (
+            last.any(axis=1)
+            & (pos + length <= end)
+            & ((length < _MAX_VARINT) | (window[:, -1] <= 1))
+        )
+        going &= self.ok
+        groups = (window & 0x7F).astype(np.uint64) << (reach * 7).astype(np.uint64)
+        groups[reach >= length[:, None]] = 0
+        value = np.bitwise_or.reduce(groups, axis=1)
+        self.pos = pos + np.where(going, length, 0)
         signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
-        return np.where(active & self.ok, signed, 0)
+        return np.where(going, signed, 0)
 
     def column(self, primitive: str, present: Any, decimal: tuple[int, int] | None) -> Any:
         import numpy as np
