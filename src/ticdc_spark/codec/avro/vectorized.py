@@ -17,12 +17,12 @@ field does not end exactly, text that is not UTF-8.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Context
+from decimal import Context, Decimal
 from typing import Any
 
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 
-__all__ = ["FieldKind", "field_kinds", "read_columns"]
+__all__ = ["FieldKind", "field_kinds", "read_columns", "replaced"]
 
 # (field name, Avro primitive, nullable, (precision, scale) of a decimal or None)
 FieldKind = tuple[str, str, bool, "tuple[int, int] | None"]
@@ -203,8 +203,9 @@ class _Cursor:
         self, buffers: list[Any], n: int, nulls: int, active: Any, decimal: tuple[int, int]
     ) -> Any:
         """The text of each decimal, as ``format(d, "f")`` prints the Decimal fastavro makes of
-        its big-endian two's complement unscaled value: numpy and Arrow for a value of 1 to 8
-        bytes (of at most ``precision`` digits, scale at most 38), Python for the others."""
+        its big-endian two's complement unscaled value: numpy and Arrow (a ``decimal128``, or
+        a ``decimal256`` for values of over 15 bytes) for a value of 1 to 31 bytes of at most
+        ``precision`` digits (a scale up to 76), Python for the others."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -213,43 +214,63 @@ class _Cursor:
         offsets = np.frombuffer(buffers[1], np.int32).astype(np.int64)
         lengths = np.diff(offsets)
         payload = np.frombuffer(buffers[2], np.uint8)
-        simple = active & (lengths >= 1) & (lengths <= 8) & (scale <= 38)
+        simple = active & (lengths >= 1) & (lengths <= 31) & (scale <= 76)
         sizes = np.where(simple, lengths, 0)
-        grid = np.zeros((n, 8), np.uint8)
-        taken = np.repeat(offsets[:-1], sizes) + _ranges(sizes)
-        rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
-        grid[rows, np.repeat(8 - sizes, sizes) + _ranges(sizes)] = payload[taken]
-        first = grid[np.arange(n), np.clip(8 - sizes, 0, 7)]
-        grid[(np.arange(8)[None, :] < (8 - sizes)[:, None]) & (first >= 128)[:, None]] = 0xFF
-        unscaled = grid.view(">i8")[:, 0].astype(np.int64)
-        if precision < 19:  # (more digits than the precision: fastavro's context rounds)
-            simple &= (np.abs(unscaled) < 10**precision) & (unscaled != np.iinfo(np.int64).min)
-        as_decimal = pa.array(unscaled, pa.int64(), mask=~simple).cast(pa.decimal128(19, 0))
-        scaled = pa.Array.from_buffers(
-            pa.decimal128(38, min(scale, 38)), n, as_decimal.buffers(), as_decimal.null_count
-        )
-        texts = scaled.cast(pa.string())
-        # (Arrow writes a small value of a large scale as Java does, 1E-7: Python's text then)
-        exponent = pc.match_substring(texts, "E").fill_null(False)
-        simple &= ~exponent.to_numpy(zero_copy_only=False)
-        others = np.flatnonzero(active & ~simple).tolist()
-        if not others:
+        # (16 bytes hold 38 digits, 32 bytes 76: every value of 15 or 31 bytes fits)
+        wide = bool(sizes.max(initial=0) > 15) or scale > 38
+        kind = pa.decimal256 if wide else pa.decimal128
+        digits = 76 if wide else 38
+        unscaled = pa.py_buffer(_little_endian(payload, offsets, sizes, 32 if wide else 16))
+
+        def as_decimals(scale: int) -> Any:
+            validity = pa.array(simple).buffers()[1]
+            count = int(n - simple.sum())
+            return pa.Array.from_buffers(kind(digits, scale), n, [validity, unscaled], count)
+
+        magnitude = pc.abs(as_decimals(0))
+        if precision < digits:  # (more digits: fastavro's context rounds; Python's text then)
+            limit = pa.scalar(Decimal(10**precision), kind(digits, 0))
+            simple &= pc.less(magnitude, limit).fill_null(False).to_numpy(zero_copy_only=False)
+        if scale > 6:  # (Arrow writes a value under 10**-6 as Java does, 1E-7: Python's then)
+            least = pa.scalar(Decimal(10 ** (scale - 6)), kind(digits, 0))
+            small = pc.less(magnitude, least).fill_null(False)
+            simple &= ~small.to_numpy(zero_copy_only=False)
+        texts = as_decimals(scale).cast(pa.string())
+        others = np.flatnonzero(active & ~simple)
+        if not len(others):
             return texts
-        patched = texts.to_pylist()
-        context = Context(prec=precision)
-        for row in others:
+        context, patched = Context(prec=precision), []
+        for row in others.tolist():
             raw = payload[offsets[row] : offsets[row + 1]].tobytes()
             unscaled_value = int.from_bytes(raw, "big", signed=True)
             value = context.create_decimal(unscaled_value).scaleb(-scale, context)
-            patched[row] = format(value, "f")
-        return pa.array(patched, pa.string())
+            patched.append(format(value, "f"))
+        return replaced(texts, others, patched)
 
 
-def _ranges(sizes: Any) -> Any:
-    """0..size-1 for each size, end to end."""
+def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
+    """Each value's first ``sizes`` bytes (big-endian two's complement) as a little-endian
+    integer of ``width`` bytes, sign-extended; a row of zeros for size 0."""
     import numpy as np
 
-    total = int(sizes.sum())
-    starts = np.zeros(len(sizes), np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    return np.arange(total, dtype=np.int64) - np.repeat(starts, sizes)
+    starts = offsets[:-1]
+    places = np.arange(width)
+    if not len(payload):  # (no bytes at all: every size is 0, nothing is taken from it)
+        payload = np.zeros(1, np.uint8)
+    # (byte j of the little-endian number is the value's byte size - 1 - j)
+    gathered = payload.take(starts[:, None] + (sizes - 1)[:, None] - places, mode="clip")
+    negative = (sizes > 0) & (payload.take(starts, mode="clip") >= 0x80)
+    extension = np.where(negative, 0xFF, 0).astype(np.uint8)
+    return np.where(places < sizes[:, None], gathered, extension[:, None])
+
+
+def replaced(texts: Any, rows: Any, patched: list[str | None]) -> Any:
+    """The string array ``texts`` with the values at ``rows`` (ascending) set to ``patched``,
+    without taking the whole column through Python."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = np.zeros(len(texts), np.bool_)
+    mask[rows] = True
+    return pc.replace_with_mask(texts, pa.array(mask), pa.array(patched, pa.string()))
