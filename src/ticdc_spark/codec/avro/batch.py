@@ -154,8 +154,11 @@ def _vectorized(group: _Group, values: Any) -> list[_Group]:
     at = np.array(group.indices, np.int64)
     read = _Group(group.plan, at[ok].tolist())
     read.read = read.indices
-    keep = pa.array(ok)
-    read.columns = {name: column.filter(keep) for name, column in columns.items()}
+    if ok.all():  # (the usual case: no filtering)
+        read.columns = columns
+    else:
+        keep = pa.array(ok)
+        read.columns = {name: column.filter(keep) for name, column in columns.items()}
     return [read, _Group(group.plan, at[~ok].tolist())]
 
 
@@ -225,7 +228,7 @@ def _group_rows(
     rows_of = np.arange(n, dtype=np.int64)
     after = pa.MapArray.from_arrays(
         pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
-        pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(k), n))),
+        _repeated(names, n),
         flat.take(pa.array((np.arange(k) * n + rows_of[:, None]).ravel())),
         type=map_type,
     )
@@ -240,6 +243,23 @@ def _group_rows(
         rows = rows.filter(pa.array(keep))
         indices, slots, schema_texts = indices[keep], slots[keep], schema_texts[keep]
     return (rows, indices, slots, schema_texts), [group.read[r] for r in bad_rows]
+
+
+def _repeated(names: list[str], n: int) -> Any:
+    """The string array of ``names`` one after the other ``n`` times (the map keys), laid
+    out by numpy rather than taken one string at a time."""
+    import numpy as np
+    import pyarrow as pa
+
+    encoded = [name.encode() for name in names]
+    ends = np.cumsum([len(name) for name in encoded], dtype=np.int64)  # within one run
+    run = int(ends[-1]) if len(ends) else 0
+    if n * run >= 1 << 31:  # (past a string array's offsets: Arrow's take says so)
+        return pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(len(names)), n)))
+    offsets = np.zeros(n * len(names) + 1, np.int32)
+    offsets[1:] = (np.arange(n, dtype=np.int64)[:, None] * run + ends).ravel()
+    data = np.tile(np.frombuffer(b"".join(encoded), np.uint8), n)
+    return pa.StringArray.from_buffers(n * len(names), pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def _ready(group: _Group) -> set[int]:

@@ -76,11 +76,7 @@ def read_columns(kinds: list[FieldKind], values: Any) -> tuple[dict[str, Any], A
     cursor = _Cursor(data, offsets[:-1] + HEADER_SIZE, offsets[1:])
     columns = {}
     for name, primitive, nullable, decimal in kinds:
-        present = cursor.ok.copy()
-        if nullable:
-            index = cursor.varint(present)
-            cursor.ok &= ~present | (index == 0) | (index == 1)
-            present &= cursor.ok & (index == 1)
+        present = cursor.branch() if nullable else cursor.ok.copy()
         columns[name] = cursor.column(primitive, present, decimal)
     cursor.ok &= cursor.pos == cursor.end
     return columns, cursor.ok
@@ -94,6 +90,18 @@ class _Cursor:
 
         self.data, self.pos, self.end = data, pos.copy(), end
         self.ok = np.ones(len(pos), np.bool_)
+
+    def branch(self) -> Any:
+        """Whether each record's ``["null", T]`` union is a T (its index advanced past).
+
+        The index is one byte, 0 (null) or 2 (zigzag 1); any other (a longer varint of the
+        same number included) and the record no longer reads here: fastavro's then."""
+        going, pos = self.ok.copy(), self.pos
+        index = self.data[pos]
+        self.ok &= (pos < self.end) & ((index == 0) | (index == 2))
+        going &= self.ok
+        self.pos = pos + going
+        return going & (index == 2)
 
     def varint(self, active: Any) -> Any:
         """The zigzag varint at each active record (advanced past it); 0 elsewhere.
