@@ -16,7 +16,7 @@ field does not end exactly, text that is not UTF-8.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Context, Decimal
 from typing import Any
 
@@ -272,7 +272,7 @@ def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
     return np.where(places < sizes[:, None], gathered, extension[:, None])
 
 
-def replaced(texts: Any, rows: Any, patched: list[str | None]) -> Any:
+def replaced(texts: Any, rows: Any, patched: Sequence[str | None]) -> Any:
     """The string array ``texts`` with the values at ``rows`` (ascending) set to ``patched``,
     without taking the whole column through Python."""
     import numpy as np
