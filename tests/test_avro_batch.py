@@ -310,8 +310,8 @@ _DATUMS = st.fixed_dictionaries(
     {
         "l": st.integers(-(2**63), 2**63 - 1),
         "i": st.none() | st.integers(-(2**31), 2**31 - 1),
-        "s": st.none() | st.text(max_size=6),
-        "b": st.none() | st.binary(max_size=6),
+        "s": st.none() | st.text(max_size=20),  # (over 12 bytes: not inline in a view)
+        "b": st.none() | st.binary(max_size=20),
         "f": st.none() | st.floats(width=32),
         "d": st.floats(),
         "n": st.none() | st.decimals(-999, 999, places=9) | st.just(Decimal(0)),

@@ -174,19 +174,36 @@ class _Cursor:
         if starts[-1] >= 1 << 31:  # (past a string array's offsets: not here)
             self.ok &= ~active
             return pa.nulls(len(sizes), pa.string() if primitive == "string" else pa.binary())
+        validity = pa.array(active).buffers()[1] if not active.all() else None
+        nulls = int(len(active) - active.sum())
+        if decimal is None:  # (Arrow copies the values out of the bodies: _views)
+            views = self._views(sizes)
+            self.pos = self.pos + sizes
+            buffers = [validity, pa.py_buffer(views), pa.py_buffer(self.data)]
+            column = pa.Array.from_buffers(pa.binary_view(), len(sizes), buffers, nulls)
+            column = column.cast(pa.binary())  # (text checked as UTF-8 by _utf8)
+            return self._utf8(column.view(pa.string()), active) if primitive == "string" else column
         gather = np.repeat(self.pos - starts[:-1], sizes) + np.arange(starts[-1])
         payload = self.data[gather]
         self.pos = self.pos + sizes
-        validity = pa.array(active).buffers()[1] if not active.all() else None
-        nulls = int(len(active) - active.sum())
         buffers = [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(payload)]
-        if decimal is not None:
-            return self._decimal_texts(buffers, len(sizes), nulls, active, decimal)
-        kind = pa.string() if primitive == "string" else pa.binary()
-        column = pa.Array.from_buffers(kind, len(sizes), buffers, nulls)
-        if primitive == "string":
-            column = self._utf8(column, active)
-        return column
+        return self._decimal_texts(buffers, len(sizes), nulls, active, decimal)
+
+    def _views(self, sizes: Any) -> Any:
+        """Arrow's binary views (16 bytes each) of each record's next ``sizes`` bytes: the
+        size, then up to 12 bytes inline, or the first 4 bytes and the place in ``data``
+        (buffer 0); numpy gathers a fixed 12 bytes a record whatever the values' length."""
+        import numpy as np
+
+        n = len(sizes)
+        views = np.zeros((n, 16), np.uint8)
+        views[:, :4] = sizes.astype("<i4").view(np.uint8).reshape(n, 4)
+        head = self.data[self.pos[:, None] + np.arange(12)]  # (the data is padded)
+        inline = sizes <= 12
+        views[:, 4:] = np.where(np.arange(12) < np.where(inline, sizes, 0)[:, None], head, 0)
+        views[~inline, 4:8] = head[~inline, :4]
+        views[~inline, 12:] = self.pos[~inline].astype("<i4").view(np.uint8).reshape(-1, 4)
+        return views
 
     def _utf8(self, column: Any, active: Any) -> Any:
         """The string column, its records with text that is not UTF-8 marked as not read."""
