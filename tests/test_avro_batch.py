@@ -412,3 +412,17 @@ def test_decimal_bytes_read_as_fastavro_reads_them(
             continue
         if ok[row]:
             assert columns["d"][row].as_py() == format(datum["d"], "f")
+
+
+@given(
+    values=st.lists(
+        st.none() | st.sampled_from(["a", "b", "a,b", "", "c", "b,a", "A"]), max_size=30
+    ),
+    type_text=st.sampled_from(["enum('a','b')", "set('a','b')"]),
+)
+def test_enum_and_set_columns_from_arrow_are_each_value_s_text(
+    values: list[str | None], type_text: str
+) -> None:
+    """Numpy's columns come as Arrow arrays: converted once per distinct value, as a list's."""
+    convert, to_text = _column_and_each(type_text, "string", ("precise", "long"))
+    _assert_column_is_each(lambda column: convert(pa.array(column, pa.string())), to_text, values)

@@ -304,9 +304,12 @@ def _laid_out(layout: str, to_text: Converter) -> ColumnText:
 
 
 def _each_distinct(to_text: Converter) -> ColumnText:
+    @takes_arrow
     def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
         import pyarrow as pa
 
+        if _is_arrow(values):
+            return _each_of_dictionary(values, to_text)
         done: dict[Any, str | None] = {None: None}
         texts: list[str | None] = []
         bad = []
@@ -326,6 +329,28 @@ def _each_distinct(to_text: Converter) -> ColumnText:
         return pa.array(texts, pa.string()), bad
 
     return convert
+
+
+def _each_of_dictionary(values: Any, to_text: Converter) -> tuple[Any, list[int]]:
+    """An Arrow column's texts, ``to_text`` run once per distinct value (Arrow's equality of
+    strings and bytes is Python's); the rows of a value it refuses are the bad rows."""
+    import numpy as np
+    import pyarrow as pa
+
+    encoded = values.dictionary_encode()
+    texts: list[str | None] = []
+    refused = []
+    for j, value in enumerate(encoded.dictionary.to_pylist()):
+        try:
+            texts.append(to_text(value))
+        except Exception:  # (the one decode path says what is wrong with it)
+            texts.append(None)
+            refused.append(j)
+    column = pa.array(texts, pa.string()).take(encoded.indices)
+    if not refused:
+        return column, []
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    return column, np.flatnonzero(np.isin(codes, refused)).tolist()
 
 
 def _each(to_text: Converter) -> ColumnText:
