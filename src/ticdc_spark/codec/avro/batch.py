@@ -49,24 +49,93 @@ def decode_batch(
     decoder: AvroDecoder, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
 ) -> Any:
     """The changelog batch of an Arrow batch of Kafka records."""
+    import numpy as np
 
     careful_rows = CarefulRows(careful, sink)
     values = batch.column("value").to_pylist()
     groups = _groups(decoder, batch, values, careful_rows)
     tables = Tables(sink.row_kind)
-    parts, unread = [], []
+    parts, images, unread = [], [], []
     for whole in groups:
         for group in _vectorized(whole, batch.column("value")):
             unread.extend(_read(group, values))
             if not group.read:
                 continue
-            part, bad = _group_rows(group, batch, tables, sink)
-            if part is not None:
+            part, image, bad = _group_rows(group, batch, tables, sink)
+            if part is not None and image is not None:
                 parts.append(part)
+                images.append(image)
             unread.extend(bad)
     for i in sorted(unread):
         careful_rows(i)
-    return merged(own_rows(parts, sink), careful_rows.rows(), tables, sink.row_kind)
+    if careful_rows.sources:  # (the careful rows have their images: each part gets its own)
+        map_type = sink.arrow_schema().field("after").type
+        parts = [
+            _with_after(part, image, map_type) for part, image in zip(parts, images, strict=True)
+        ]
+        return merged(own_rows(parts, sink), careful_rows.rows(), tables, sink.row_kind)
+    # Only rows of the groups: their after images made at once in record order (one take of
+    # the values), rather than each group's made and all of them taken into order again.
+    own = own_rows(parts, sink)
+    rows = merged(own, careful_rows.rows(), tables, sink.row_kind)
+    if not images:
+        return rows
+    map_type = sink.arrow_schema().field("after").type
+    after = _after_images(images, np.argsort(own[1], kind="stable"), map_type)
+    return rows.set_column(rows.schema.get_field_index("after"), "after", after)
+
+
+class _Image:
+    """A group's after images, still as its column texts: ``texts`` holds the ``names``
+    columns one after the other (``n`` values each); the group's changelog rows are its
+    records ``rows`` (those converted)."""
+
+    def __init__(self, texts: Any, names: list[str], n: int, rows: Any) -> None:
+        self.texts, self.names, self.n, self.rows = texts, names, n, rows
+
+
+def _after_images(images: list[_Image], order: Any, map_type: Any) -> Any:
+    """The after images of the groups' rows (taken one group after the other) in ``order``,
+    as one Arrow map column: one take of the keys and one of the values, whose positions
+    numpy computes (row ``r`` of a group: values ``r``, ``n + r``, ``2n + r``, ...)."""
+    import numpy as np
+    import pyarrow as pa
+
+    starts, strides, counts, key_starts = [], [], [], []
+    values_at = keys_at = 0
+    for image in images:
+        rows, k = len(image.rows), len(image.names)
+        starts.append(values_at + image.rows)
+        strides.append(np.full(rows, image.n, np.int64))
+        counts.append(np.full(rows, k, np.int64))
+        key_starts.append(np.full(rows, keys_at, np.int64))
+        values_at += len(image.texts)
+        keys_at += k
+    start, stride, count, key_start = (
+        np.concatenate(a)[order] for a in (starts, strides, counts, key_starts)
+    )
+    offsets = np.zeros(len(count) + 1, np.int64)
+    np.cumsum(count, out=offsets[1:])
+    within = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], count)
+    values = (
+        pa.concat_arrays([image.texts for image in images]) if images else pa.array([], pa.string())
+    )
+    names = pa.array([name for image in images for name in image.names], pa.string())
+    return pa.MapArray.from_arrays(
+        pa.array(offsets.astype(np.int32)),
+        names.take(pa.array(np.repeat(key_start, count) + within)),
+        values.take(pa.array(np.repeat(start, count) + np.repeat(stride, count) * within)),
+        type=map_type,
+    )
+
+
+def _with_after(part: tuple[Any, Any, Any, Any], image: _Image, map_type: Any) -> Any:
+    """The part with its rows' after images."""
+    import numpy as np
+
+    rows = part[0]
+    after = _after_images([image], np.arange(rows.num_rows), map_type)
+    return (rows.set_column(rows.schema.get_field_index("after"), "after", after), *part[1:])
 
 
 def _groups(
@@ -154,8 +223,11 @@ def _vectorized(group: _Group, values: Any) -> list[_Group]:
     at = np.array(group.indices, np.int64)
     read = _Group(group.plan, at[ok].tolist())
     read.read = read.indices
-    keep = pa.array(ok)
-    read.columns = {name: column.filter(keep) for name, column in columns.items()}
+    if ok.all():  # (the usual case: no filtering)
+        read.columns = columns
+    else:
+        keep = pa.array(ok)
+        read.columns = {name: column.filter(keep) for name, column in columns.items()}
     return [read, _Group(group.plan, at[~ok].tolist())]
 
 
@@ -189,9 +261,9 @@ def _read(group: _Group, values: list[bytes | None]) -> list[int]:
 
 def _group_rows(
     group: _Group, batch: Any, tables: Tables, sink: ChangelogSink
-) -> tuple[Any, list[int]]:
-    """((rows, their records, table numbers, schema numbers) or None, the records left to
-    the one decode path)."""
+) -> tuple[Any, _Image | None, list[int]]:
+    """((rows, their records, table numbers, schema numbers) or None, their after images
+    (the rows' own are null), the records left to the one decode path)."""
     import numpy as np
     import pyarrow as pa
 
@@ -199,7 +271,7 @@ def _group_rows(
     names = [field[0] for field in record.fields]
     positions = {name: j for j, name in enumerate(names)}
     if any(name not in positions for name in plan.key):
-        return None, group.read  # (a key column the value lacks: the one path says so)
+        return None, None, group.read  # (a key column the value lacks: the one path says so)
     if group.columns is not None:
         columns = [group.columns[name] for name in (*names, *record.extension)]
     else:
@@ -207,7 +279,7 @@ def _group_rows(
     n, k = len(group.read), len(names)
     kinds = _kinds(columns[k:], record.extension, n)
     if kinds is None:
-        return None, group.read
+        return None, None, group.read
     updates, commit_ts, bad_rows = kinds
     texts = []
     ready = _ready(group)
@@ -222,24 +294,20 @@ def _group_rows(
         bad_rows.update(bad)
     flat = pa.concat_arrays(texts) if texts else pa.array([], pa.string())
     map_type = sink.arrow_schema().field("after").type
-    rows_of = np.arange(n, dtype=np.int64)
-    after = pa.MapArray.from_arrays(
-        pa.array(np.arange(0, n * k + 1, k, dtype=np.int32)),
-        pa.array(names, pa.string()).take(pa.array(np.tile(np.arange(k), n))),
-        flat.take(pa.array((np.arange(k) * n + rows_of[:, None]).ravel())),
-        type=map_type,
-    )
     before = _before(flat, plan.key, [positions[name] for name in plan.key], updates, map_type)
     indices = np.array(group.read, np.int64)
+    after = pa.nulls(n, map_type)  # (made with the other groups': _after_images)
     rows = _rows(plan.table, commit_ts, batch, indices, (before, after), updates, sink)
     slots = np.full(n, tables.slot((plan.table.database, plan.table.table)), np.int64)
     schema_texts = np.full(n, tables.text(plan.table_json), np.int64)
+    kept = np.arange(n, dtype=np.int64)
     if bad_rows:
         keep = np.ones(n, np.bool_)
         keep[list(bad_rows)] = False
         rows = rows.filter(pa.array(keep))
-        indices, slots, schema_texts = indices[keep], slots[keep], schema_texts[keep]
-    return (rows, indices, slots, schema_texts), [group.read[r] for r in bad_rows]
+        indices, slots, schema_texts, kept = (a[keep] for a in (indices, slots, schema_texts, kept))
+    image = _Image(flat, names, n, kept)
+    return (rows, indices, slots, schema_texts), image, [group.read[r] for r in bad_rows]
 
 
 def _ready(group: _Group) -> set[int]:

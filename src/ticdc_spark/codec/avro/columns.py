@@ -14,7 +14,8 @@ converter (:meth:`Dialect.text <ticdc_spark.codec.convert.Dialect.text>`) writes
 * binary values are base64, the whole column in one call (:func:`base64_texts`);
 * FLOAT and DOUBLE are cast to text by Arrow (the shortest digits that read back, at the
   column's precision, as Go's ``strconv.FormatFloat(v, 'f', -1, bits)``); a text Arrow
-  writes with an exponent (or inf, nan) is the one-message converter's to write;
+  writes with an exponent has its digits laid out positionally by Arrow too, and inf or nan
+  is the one-message converter's to write;
 * a precise DECIMAL (``bytes.decimal``, a :class:`~decimal.Decimal` from fastavro) is its
   ``format(value, "f")``, a non-finite one the one-message converter's to refuse;
 * BIT's big-endian bytes are read as unsigned 64-bit numbers by numpy, cast to text by Arrow;
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from ticdc_spark.codec.avro.vectorized import replaced
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.types import ColumnType, Family
 
@@ -156,33 +158,72 @@ def _decimals(to_text: Converter) -> ColumnText:
 def _patched(
     texts: Any, values: Sequence[Any], to_text: Converter, memo: bool = False
 ) -> tuple[Any, list[int]]:
-    """``texts`` with each text that is not a plain number written by ``to_text`` instead
-    (the rows it refuses are the bad rows); ``memo``: once per distinct value (floats: the
-    only equal floats of different texts, 0.0 and -0.0, are plain numbers to Arrow)."""
+    """``texts`` with each text that is not a plain number written otherwise: Arrow's
+    exponent form of a float (``1e-7``, ``1.5e+20``) laid out as its positional digits by
+    Arrow (:func:`_positional`), any other (inf, nan) by ``to_text`` (the rows it refuses are
+    the bad rows); ``memo``: once per distinct value (floats: the only equal floats of
+    different texts, 0.0 and -0.0, are plain numbers to Arrow)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     odd = pc.match_substring_regex(texts, _PLAIN_NUMBER).fill_null(False)
-    rows = np.flatnonzero(odd.to_numpy(zero_copy_only=False)).tolist()
-    if not rows:
+    rows = np.flatnonzero(odd.to_numpy(zero_copy_only=False))
+    if not len(rows):
         return texts, []
-    patched, bad = texts.to_pylist(), []
+    patched = _positional(texts.take(pa.array(rows))).to_pylist()
+    bad: list[int] = []
     done: dict[Any, str] = {}
-    for row in rows:
+    for j, row in enumerate(rows.tolist()):
+        if patched[j] is not None:
+            continue
         value = _value(values, row)
         if memo and value in done:
-            patched[row] = done[value]
+            patched[j] = done[value]
             continue
         try:
-            patched[row] = to_text(value)
+            patched[j] = to_text(value)
         except Exception:  # (the one decode path says what is wrong with it)
-            patched[row] = None
             bad.append(row)
             continue
         if memo:
-            done[value] = patched[row]
-    return pa.array(patched, pa.string()), bad
+            done[value] = patched[j]
+    return replaced(texts, rows, patched), bad
+
+
+# Arrow's exponent form of a float: sign, first digit, the other digits, the exponent.
+_EXPONENT_FORM = (
+    r"^(?P<sign>-?)(?P<lead>[0-9])(?:\.(?P<rest>[0-9]+))?e(?P<down>-?)\+?(?P<exp>[0-9]+)$"
+)
+
+
+def _positional(texts: Any) -> Any:
+    """Each text in Arrow's exponent form as Go's ``FormatFloat(v, 'f', -1, bits)`` lays
+    its digits out (:func:`ticdc_spark.types.positional`): ``1e-7`` -> ``0.0000001``,
+    ``1.5e+20`` -> ``150000000000000000000``; null for any other text (and for digits the
+    point falls among, which Arrow writes without an exponent)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = pc.extract_regex(texts, _EXPONENT_FORM)
+    sign, lead, rest, down, exp = (parts.field(name) for name in parts.type.names)
+    digits = pc.binary_join_element_wise(lead, pc.fill_null(rest, ""), "")
+    count = pc.utf8_length(digits).to_numpy(zero_copy_only=False).astype(np.int64)
+    exp = pc.if_else(parts.is_valid(), exp, "0")  # (a text of another form: a dummy exponent)
+    exponent = pc.cast(exp, pa.int64()).to_numpy(zero_copy_only=False)
+    negative = pc.equal(down, "-").fill_null(False).to_numpy(zero_copy_only=False)
+    exponent = np.where(negative, -exponent, exponent)
+    point = exponent + 1  # the digits before the decimal point
+    small = point <= 0
+    zeros = pc.binary_repeat("0", pa.array(np.where(small, -point, np.maximum(point - count, 0))))
+    laid_out = pc.if_else(
+        pa.array(small),
+        pc.binary_join_element_wise(sign, "0.", zeros, digits, ""),
+        pc.binary_join_element_wise(sign, digits, zeros, ""),
+    )
+    kept = ~small & (point < count) | parts.is_null().to_numpy(zero_copy_only=False)
+    return pc.if_else(pa.array(kept), pa.scalar(None, pa.string()), laid_out)
 
 
 def _bits(to_text: Converter) -> ColumnText:
@@ -263,9 +304,12 @@ def _laid_out(layout: str, to_text: Converter) -> ColumnText:
 
 
 def _each_distinct(to_text: Converter) -> ColumnText:
+    @takes_arrow
     def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
         import pyarrow as pa
 
+        if _is_arrow(values):
+            return _each_of_dictionary(values, to_text)
         done: dict[Any, str | None] = {None: None}
         texts: list[str | None] = []
         bad = []
@@ -285,6 +329,28 @@ def _each_distinct(to_text: Converter) -> ColumnText:
         return pa.array(texts, pa.string()), bad
 
     return convert
+
+
+def _each_of_dictionary(values: Any, to_text: Converter) -> tuple[Any, list[int]]:
+    """An Arrow column's texts, ``to_text`` run once per distinct value (Arrow's equality of
+    strings and bytes is Python's); the rows of a value it refuses are the bad rows."""
+    import numpy as np
+    import pyarrow as pa
+
+    encoded = values.dictionary_encode()
+    texts: list[str | None] = []
+    refused = []
+    for j, value in enumerate(encoded.dictionary.to_pylist()):
+        try:
+            texts.append(to_text(value))
+        except Exception:  # (the one decode path says what is wrong with it)
+            texts.append(None)
+            refused.append(j)
+    column = pa.array(texts, pa.string()).take(encoded.indices)
+    if not refused:
+        return column, []
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    return column, np.flatnonzero(np.isin(codes, refused)).tolist()
 
 
 def _each(to_text: Converter) -> ColumnText:

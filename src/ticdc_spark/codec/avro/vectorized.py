@@ -16,19 +16,19 @@ field does not end exactly, text that is not UTF-8.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from decimal import Context
+from collections.abc import Mapping, Sequence
+from decimal import Context, Decimal
 from typing import Any
 
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 
-__all__ = ["FieldKind", "field_kinds", "read_columns"]
+__all__ = ["FieldKind", "field_kinds", "read_columns", "replaced"]
 
 # (field name, Avro primitive, nullable, (precision, scale) of a decimal or None)
 FieldKind = tuple[str, str, bool, "tuple[int, int] | None"]
 
 _PRIMITIVES = {"int", "long", "float", "double", "string", "bytes"}
-_MAX_VARINT = 9  # bytes: 63 bits, what an int64 holds whatever its sign (zigzag)
+_MAX_VARINT = 10  # bytes: 64 bits (the tenth byte's lowest), a zigzag int64 whatever its sign
 _PAD = 16  # zero bytes after the data, so that gathers past a short body stay in bounds
 
 
@@ -76,11 +76,7 @@ def read_columns(kinds: list[FieldKind], values: Any) -> tuple[dict[str, Any], A
     cursor = _Cursor(data, offsets[:-1] + HEADER_SIZE, offsets[1:])
     columns = {}
     for name, primitive, nullable, decimal in kinds:
-        present = cursor.ok.copy()
-        if nullable:
-            index = cursor.varint(present)
-            cursor.ok &= ~present | (index == 0) | (index == 1)
-            present &= cursor.ok & (index == 1)
+        present = cursor.branch() if nullable else cursor.ok.copy()
         columns[name] = cursor.column(primitive, present, decimal)
     cursor.ok &= cursor.pos == cursor.end
     return columns, cursor.ok
@@ -95,31 +91,54 @@ class _Cursor:
         self.data, self.pos, self.end = data, pos.copy(), end
         self.ok = np.ones(len(pos), np.bool_)
 
+    def branch(self) -> Any:
+        """Whether each record's ``["null", T]`` union is a T (its index advanced past).
+
+        The index is one byte, 0 (null) or 2 (zigzag 1); any other (a longer varint of the
+        same number included) and the record no longer reads here: fastavro's then."""
+        going, pos = self.ok.copy(), self.pos
+        index = self.data[pos]
+        self.ok &= (pos < self.end) & ((index == 0) | (index == 2))
+        going &= self.ok
+        self.pos = pos + going
+        return going & (index == 2)
+
     def varint(self, active: Any) -> Any:
-        """The zigzag varint at each active record (advanced past it); 0 elsewhere."""
+        """The zigzag varint at each active record (advanced past it); 0 elsewhere.
+
+        A varint of one byte everywhere (union indices, short lengths, small numbers) takes
+        a few numpy calls; otherwise each record's next ``_MAX_VARINT`` bytes are gathered
+        at once (the data is padded) and the varint's length is its first byte without the
+        continuation bit."""
         import numpy as np
 
         data, pos, end = self.data, self.pos, self.end
-        value = np.zeros(len(pos), np.uint64)
-        length = np.zeros(len(pos), np.int64)
         going = active & self.ok
-        for k in range(_MAX_VARINT + 1):
-            at = pos + k
-            short = going & (at >= end)
-            self.ok &= ~short
-            going &= ~short
-            if not going.any():
-                break
-            byte = data[np.where(going, at, 0)].astype(np.uint64)
-            value |= np.where(going, (byte & np.uint64(0x7F)) << np.uint64(7 * k), 0).astype(
-                np.uint64
-            )
-            length += going
-            going &= (byte & np.uint64(0x80)) != 0
-        self.ok &= ~going & (length <= _MAX_VARINT)
-        self.pos = pos + np.where(active & self.ok, length, 0)
+        first = data[pos]
+        if not (first[going] & 0x80).any():
+            self.ok &= ~going | (pos < end)
+            going &= self.ok
+            self.pos = pos + going
+            small = first.astype(np.int64)
+            return np.where(going, (small >> 1) ^ -(small & 1), 0)
+        reach = np.arange(_MAX_VARINT)
+        window = data[pos[:, None] + reach]
+        last = window < 0x80
+        length = np.argmax(last, axis=1) + 1
+        # (no last byte within reach, past the body, or a tenth byte with bits an int64
+        # has no room for: fastavro's to read, or to refuse)
+        self.ok &= ~going | (
+            last.any(axis=1)
+            & (pos + length <= end)
+            & ((length < _MAX_VARINT) | (window[:, -1] <= 1))
+        )
+        going &= self.ok
+        groups = (window & 0x7F).astype(np.uint64) << (reach * 7).astype(np.uint64)
+        groups[reach >= length[:, None]] = 0
+        value = np.bitwise_or.reduce(groups, axis=1)
+        self.pos = pos + np.where(going, length, 0)
         signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
-        return np.where(active & self.ok, signed, 0)
+        return np.where(going, signed, 0)
 
     def column(self, primitive: str, present: Any, decimal: tuple[int, int] | None) -> Any:
         import numpy as np
@@ -155,19 +174,36 @@ class _Cursor:
         if starts[-1] >= 1 << 31:  # (past a string array's offsets: not here)
             self.ok &= ~active
             return pa.nulls(len(sizes), pa.string() if primitive == "string" else pa.binary())
+        validity = pa.array(active).buffers()[1] if not active.all() else None
+        nulls = int(len(active) - active.sum())
+        if decimal is None:  # (Arrow copies the values out of the bodies: _views)
+            views = self._views(sizes)
+            self.pos = self.pos + sizes
+            buffers = [validity, pa.py_buffer(views), pa.py_buffer(self.data)]
+            column = pa.Array.from_buffers(pa.binary_view(), len(sizes), buffers, nulls)
+            column = column.cast(pa.binary())  # (text checked as UTF-8 by _utf8)
+            return self._utf8(column.view(pa.string()), active) if primitive == "string" else column
         gather = np.repeat(self.pos - starts[:-1], sizes) + np.arange(starts[-1])
         payload = self.data[gather]
         self.pos = self.pos + sizes
-        validity = pa.array(active).buffers()[1] if not active.all() else None
-        nulls = int(len(active) - active.sum())
         buffers = [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(payload)]
-        if decimal is not None:
-            return self._decimal_texts(buffers, len(sizes), nulls, active, decimal)
-        kind = pa.string() if primitive == "string" else pa.binary()
-        column = pa.Array.from_buffers(kind, len(sizes), buffers, nulls)
-        if primitive == "string":
-            column = self._utf8(column, active)
-        return column
+        return self._decimal_texts(buffers, len(sizes), nulls, active, decimal)
+
+    def _views(self, sizes: Any) -> Any:
+        """Arrow's binary views (16 bytes each) of each record's next ``sizes`` bytes: the
+        size, then up to 12 bytes inline, or the first 4 bytes and the place in ``data``
+        (buffer 0); numpy gathers a fixed 12 bytes a record whatever the values' length."""
+        import numpy as np
+
+        n = len(sizes)
+        views = np.zeros((n, 16), np.uint8)
+        views[:, :4] = sizes.astype("<i4").view(np.uint8).reshape(n, 4)
+        head = self.data[self.pos[:, None] + np.arange(12)]  # (the data is padded)
+        inline = sizes <= 12
+        views[:, 4:] = np.where(np.arange(12) < np.where(inline, sizes, 0)[:, None], head, 0)
+        views[~inline, 4:8] = head[~inline, :4]
+        views[~inline, 12:] = self.pos[~inline].astype("<i4").view(np.uint8).reshape(-1, 4)
+        return views
 
     def _utf8(self, column: Any, active: Any) -> Any:
         """The string column, its records with text that is not UTF-8 marked as not read."""
@@ -192,8 +228,9 @@ class _Cursor:
         self, buffers: list[Any], n: int, nulls: int, active: Any, decimal: tuple[int, int]
     ) -> Any:
         """The text of each decimal, as ``format(d, "f")`` prints the Decimal fastavro makes of
-        its big-endian two's complement unscaled value: numpy and Arrow for a value of 1 to 8
-        bytes (of at most ``precision`` digits, scale at most 38), Python for the others."""
+        its big-endian two's complement unscaled value: numpy and Arrow (a ``decimal128``, or
+        a ``decimal256`` for values of over 15 bytes) for a value of 1 to 31 bytes of at most
+        ``precision`` digits (a scale up to 76), Python for the others."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -202,43 +239,63 @@ class _Cursor:
         offsets = np.frombuffer(buffers[1], np.int32).astype(np.int64)
         lengths = np.diff(offsets)
         payload = np.frombuffer(buffers[2], np.uint8)
-        simple = active & (lengths >= 1) & (lengths <= 8) & (scale <= 38)
+        simple = active & (lengths >= 1) & (lengths <= 31) & (scale <= 76)
         sizes = np.where(simple, lengths, 0)
-        grid = np.zeros((n, 8), np.uint8)
-        taken = np.repeat(offsets[:-1], sizes) + _ranges(sizes)
-        rows = np.repeat(np.arange(n, dtype=np.int64), sizes)
-        grid[rows, np.repeat(8 - sizes, sizes) + _ranges(sizes)] = payload[taken]
-        first = grid[np.arange(n), np.clip(8 - sizes, 0, 7)]
-        grid[(np.arange(8)[None, :] < (8 - sizes)[:, None]) & (first >= 128)[:, None]] = 0xFF
-        unscaled = grid.view(">i8")[:, 0].astype(np.int64)
-        if precision < 19:  # (more digits than the precision: fastavro's context rounds)
-            simple &= (np.abs(unscaled) < 10**precision) & (unscaled != np.iinfo(np.int64).min)
-        as_decimal = pa.array(unscaled, pa.int64(), mask=~simple).cast(pa.decimal128(19, 0))
-        scaled = pa.Array.from_buffers(
-            pa.decimal128(38, min(scale, 38)), n, as_decimal.buffers(), as_decimal.null_count
-        )
-        texts = scaled.cast(pa.string())
-        # (Arrow writes a small value of a large scale as Java does, 1E-7: Python's text then)
-        exponent = pc.match_substring(texts, "E").fill_null(False)
-        simple &= ~exponent.to_numpy(zero_copy_only=False)
-        others = np.flatnonzero(active & ~simple).tolist()
-        if not others:
+        # (16 bytes hold 38 digits, 32 bytes 76: every value of 15 or 31 bytes fits)
+        wide = bool(sizes.max(initial=0) > 15) or scale > 38
+        kind = pa.decimal256 if wide else pa.decimal128
+        digits = 76 if wide else 38
+        unscaled = pa.py_buffer(_little_endian(payload, offsets, sizes, 32 if wide else 16))
+
+        def as_decimals(scale: int) -> Any:
+            validity = pa.array(simple).buffers()[1]
+            count = int(n - simple.sum())
+            return pa.Array.from_buffers(kind(digits, scale), n, [validity, unscaled], count)
+
+        magnitude = pc.abs(as_decimals(0))
+        if precision < digits:  # (more digits: fastavro's context rounds; Python's text then)
+            limit = pa.scalar(Decimal(10**precision), kind(digits, 0))
+            simple &= pc.less(magnitude, limit).fill_null(False).to_numpy(zero_copy_only=False)
+        if scale > 6:  # (Arrow writes a value under 10**-6 as Java does, 1E-7: Python's then)
+            least = pa.scalar(Decimal(10 ** (scale - 6)), kind(digits, 0))
+            small = pc.less(magnitude, least).fill_null(False)
+            simple &= ~small.to_numpy(zero_copy_only=False)
+        texts = as_decimals(scale).cast(pa.string())
+        others = np.flatnonzero(active & ~simple)
+        if not len(others):
             return texts
-        patched = texts.to_pylist()
-        context = Context(prec=precision)
-        for row in others:
+        context, patched = Context(prec=precision), []
+        for row in others.tolist():
             raw = payload[offsets[row] : offsets[row + 1]].tobytes()
             unscaled_value = int.from_bytes(raw, "big", signed=True)
             value = context.create_decimal(unscaled_value).scaleb(-scale, context)
-            patched[row] = format(value, "f")
-        return pa.array(patched, pa.string())
+            patched.append(format(value, "f"))
+        return replaced(texts, others, patched)
 
 
-def _ranges(sizes: Any) -> Any:
-    """0..size-1 for each size, end to end."""
+def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
+    """Each value's first ``sizes`` bytes (big-endian two's complement) as a little-endian
+    integer of ``width`` bytes, sign-extended; a row of zeros for size 0."""
     import numpy as np
 
-    total = int(sizes.sum())
-    starts = np.zeros(len(sizes), np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    return np.arange(total, dtype=np.int64) - np.repeat(starts, sizes)
+    starts = offsets[:-1]
+    places = np.arange(width)
+    if not len(payload):  # (no bytes at all: every size is 0, nothing is taken from it)
+        payload = np.zeros(1, np.uint8)
+    # (byte j of the little-endian number is the value's byte size - 1 - j)
+    gathered = payload.take(starts[:, None] + (sizes - 1)[:, None] - places, mode="clip")
+    negative = (sizes > 0) & (payload.take(starts, mode="clip") >= 0x80)
+    extension = np.where(negative, 0xFF, 0).astype(np.uint8)
+    return np.where(places < sizes[:, None], gathered, extension[:, None])
+
+
+def replaced(texts: Any, rows: Any, patched: Sequence[str | None]) -> Any:
+    """The string array ``texts`` with the values at ``rows`` (ascending) set to ``patched``,
+    without taking the whole column through Python."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = np.zeros(len(texts), np.bool_)
+    mask[rows] = True
+    return pc.replace_with_mask(texts, pa.array(mask), pa.array(patched, pa.string()))
