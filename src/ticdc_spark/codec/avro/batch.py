@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastavro import schemaless_reader
 
-from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows
+from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows, row_batch
 from ticdc_spark.codec.avro.columns import as_arrow
 from ticdc_spark.codec.avro.vectorized import read_columns
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
@@ -387,32 +387,17 @@ def _rows(
     them (the ``schema`` column is filled in when merging)."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     n, (before, after) = len(indices), images
-    at = pa.array(indices)
-    schema = sink.arrow_schema()
-    text, binary = pa.string(), pa.binary()
+    op = pa.array([RowKind.INSERT.value, RowKind.UPDATE.value]).take(
+        pa.array(updates.astype(np.int8))
+    )
     columns = {
-        "kind": pa.repeat(pa.scalar(sink.row_kind), n),
-        "op": pa.array([RowKind.INSERT.value, RowKind.UPDATE.value]).take(
-            pa.array(updates.astype(np.int8))
-        ),
+        "op": op,
         "database": pa.repeat(pa.scalar(table.database), n),
         "table": pa.repeat(pa.scalar(table.table), n),
         "commit_ts": pa.array(commit_ts, pa.int64()),
-        "schema": pa.nulls(n, text),
-        "key_only": pa.repeat(pa.scalar(False), n),
-        "sql": pa.nulls(n, text),
-        "ddl_type": pa.nulls(n, text),
-        "topic": pc.fill_null(batch.column("topic").take(at), ""),
-        "partition": pc.fill_null(batch.column("partition").take(at), 0).cast(pa.int32()),
-        "offset": pc.fill_null(batch.column("offset").take(at), 0).cast(pa.int64()),
-        "seq": pa.array(np.zeros(n, np.int32)),
-        "error": pa.nulls(n, text),
-        "key": pa.nulls(n, binary),
-        "value": pa.nulls(n, binary),
         "before": before,
         "after": after,
     }
-    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+    return row_batch(sink, batch, indices, columns)
