@@ -101,6 +101,37 @@ def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
         assert not rows or rows[0]["schema"]
 
 
+def test_small_input_batches_are_decoded_together_in_order_and_bounded(monkeypatch) -> None:
+    from pipeline_helpers import produce
+    from ticdc_spark.spark import decode as stage
+    from ticdc_spark.workload import Workload
+
+    options = {"enable-tidb-extension": "true"}
+    batch = kafka_batch(produce(Workload(seed=15, rows=90, tables=2), "canal-json", options))
+    small = [batch.slice(start, 7) for start in range(0, batch.num_rows, 7)]
+    alone = [list(stage.decode_batches(iter([b]), "canal-json", options)) for b in small]
+    monkeypatch.setattr(stage, "COALESCE_RECORDS", 30)
+    joined = list(stage._coalesced(iter(small)))
+    assert [b.num_rows for b in joined[:-1]] == [28] * (len(joined) - 1)  # 4 of 7 fit in 30
+    assert pa.Table.from_batches(joined).equals(pa.Table.from_batches(small))
+    together = list(stage.decode_batches(iter(small), "canal-json", options))
+    assert len(together) == len(joined) < len(small)
+    # the same rows in the same order (each output batch names its tables' schemas once)
+    rows = pa.Table.from_batches(together).drop_columns(["schema"]).to_pylist()
+    assert rows == [
+        r
+        for parts in alone
+        for r in pa.Table.from_batches(parts).drop_columns(["schema"]).to_pylist()
+    ]
+    for part in together:  # each output batch restates the schema of the tables it holds
+        first = {}
+        for r in part.to_pylist():
+            first.setdefault((r["database"], r["table"]), r)
+        assert all(r["schema"] for r in first.values() if r["kind"] == "ROW")
+    monkeypatch.setattr(stage, "COALESCE_BYTES", small[0].nbytes + 1)
+    assert len(list(stage._coalesced(iter(small)))) == len(small)  # the byte bound holds too
+
+
 def test_batch_path_reads_null_names_as_the_careful_path_does() -> None:
     import orjson
 
