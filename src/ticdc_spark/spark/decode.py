@@ -93,16 +93,16 @@ def decode_batches(
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
     Consecutive small input batches are decoded together (up to :data:`COALESCE_RECORDS`
-    records), a large one in slices; each becomes one changelog batch, in order.  Decoders with an Arrow path
-    (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`: Canal-JSON, Avro, Debezium) get
-    the Arrow batch and decode what it cannot with ``decode_one``; decoders with a batch path
-    (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch; if the batch's Arrow
-    conversion then finds a value the batch path let through (it leaves type checks to
-    Arrow), the batch is decoded again one message at a time, where every check runs and a
-    bad message becomes a dead letter (a decoder whose state changes with the messages,
-    :class:`~ticdc_spark.codec.base.StatefulDecoder`, is first put back where it stood
-    before the batch).  Should Arrow still refuse the rows, each record is
-    built on its own and the ones it refuses become dead letters too.
+    records), a large one in slices; each becomes one changelog batch, in order.  Decoders
+    with an Arrow path (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`: Canal-JSON, Avro,
+    Debezium) get the Arrow batch and decode what it cannot with ``decode_one``; decoders
+    with a batch path (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch;
+    if the batch's Arrow conversion then finds a value the batch path let through (it leaves
+    type checks to Arrow), the batch is decoded again one message at a time, where every
+    check runs and a bad message becomes a dead letter (a decoder whose state changes with
+    the messages, :class:`~ticdc_spark.codec.base.StatefulDecoder`, is first put back where
+    it stood before the batch).  Should Arrow still refuse the rows, each record is built on
+    its own and the ones it refuses become dead letters too.
     """
     # (the stage's own decoder where the protocol has one: Simple leaves a row whose schema
     # this task has not met in its message, for the consumer to finish, see codec.simple)
