@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Context, Decimal
+from functools import cache
 from typing import Any
 
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
@@ -90,6 +91,9 @@ class _Cursor:
 
         self.data, self.pos, self.end = data, pos.copy(), end
         self.ok = np.ones(len(pos), np.bool_)
+        # (each position's next bytes as a row: ``windows[pos]`` gathers a record's next bytes
+        # a row at a time, not a byte at a time; the data is padded past its end)
+        self.windows = np.lib.stride_tricks.sliding_window_view(data, _PAD)
 
     def branch(self) -> Any:
         """Whether each record's ``["null", T]`` union is a T (its index advanced past).
@@ -121,8 +125,7 @@ class _Cursor:
             self.pos = pos + going
             small = first.astype(np.int64)
             return np.where(going, (small >> 1) ^ -(small & 1), 0)
-        reach = np.arange(_MAX_VARINT)
-        window = data[pos[:, None] + reach]
+        window = self.windows[pos, :_MAX_VARINT]
         last = window < 0x80
         length = np.argmax(last, axis=1) + 1
         # (no last byte within reach, past the body, or a tenth byte with bits an int64
@@ -133,7 +136,11 @@ class _Cursor:
             & ((length < _MAX_VARINT) | (window[:, -1] <= 1))
         )
         going &= self.ok
-        groups = (window & 0x7F).astype(np.uint64) << (reach * 7).astype(np.uint64)
+        # (only as many bytes as the longest varint read has)
+        reach = np.arange(int(length[going].max(initial=1)))
+        groups = (window[:, : len(reach)] & 0x7F).astype(np.uint64) << (reach * 7).astype(
+            np.uint64
+        )
         groups[reach >= length[:, None]] = 0
         value = np.bitwise_or.reduce(groups, axis=1)
         self.pos = pos + np.where(going, length, 0)
@@ -195,14 +202,13 @@ class _Cursor:
         (buffer 0); numpy gathers a fixed 12 bytes a record whatever the values' length."""
         import numpy as np
 
-        n = len(sizes)
-        views = np.zeros((n, 16), np.uint8)
-        views[:, :4] = sizes.astype("<i4").view(np.uint8).reshape(n, 4)
-        head = self.data[self.pos[:, None] + np.arange(12)]  # (the data is padded)
-        inline = sizes <= 12
-        views[:, 4:] = np.where(np.arange(12) < np.where(inline, sizes, 0)[:, None], head, 0)
-        views[~inline, 4:8] = head[~inline, :4]
-        views[~inline, 12:] = self.pos[~inline].astype("<i4").view(np.uint8).reshape(-1, 4)
+        views = np.empty((len(sizes), 16), np.uint8)
+        views[:, 4:] = self.windows[self.pos, :12] & _inline_masks()[np.minimum(sizes, 12)]
+        words = views.view("<i4")  # (size, inline bytes or (first 4 bytes, buffer, offset))
+        words[:, 0] = sizes
+        long = sizes > 12
+        words[:, 2] = np.where(long, 0, words[:, 2])
+        words[:, 3] = np.where(long, self.pos, words[:, 3])
         return views
 
     def _utf8(self, column: Any, active: Any) -> Any:
@@ -271,6 +277,14 @@ class _Cursor:
             value = context.create_decimal(unscaled_value).scaleb(-scale, context)
             patched.append(format(value, "f"))
         return replaced(texts, others, patched)
+
+
+@cache
+def _inline_masks() -> Any:
+    """The bytes a binary view keeps inline of a value of 0 to 12 bytes (row 12: all)."""
+    import numpy as np
+
+    return np.where(np.arange(12) < np.arange(13)[:, None], 0xFF, 0).astype(np.uint8)
 
 
 def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
