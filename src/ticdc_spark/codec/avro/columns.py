@@ -200,8 +200,8 @@ _EXPONENT_FORM = (
 def _positional(texts: Any) -> Any:
     """Each text in Arrow's exponent form as Go's ``FormatFloat(v, 'f', -1, bits)`` lays
     its digits out (:func:`ticdc_spark.types.positional`): ``1e-7`` -> ``0.0000001``,
-    ``1.5e+20`` -> ``150000000000000000000``; null for any other text (and for digits the
-    point falls among, which Arrow writes without an exponent)."""
+    ``1.5e+20`` -> ``150000000000000000000``, ``4.09e+11`` -> ``409000000000``,
+    ``4.0930732562616e+11`` -> ``409307325626.16``; null for any other text."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -222,8 +222,13 @@ def _positional(texts: Any) -> Any:
         pc.binary_join_element_wise(sign, "0.", zeros, digits, ""),
         pc.binary_join_element_wise(sign, digits, zeros, ""),
     )
-    kept = ~small & (point < count) | parts.is_null().to_numpy(zero_copy_only=False)
-    return pc.if_else(pa.array(kept), pa.scalar(None, pa.string()), laid_out)
+    valid = parts.is_valid().to_numpy(zero_copy_only=False)
+    among = valid & ~small & (point < count)  # (the point falls among the digits)
+    for at in np.unique(point[among]).tolist():  # (a few exponents: Arrow slices by a number)
+        head, tail = (pc.utf8_slice_codeunits(digits, *span) for span in ((0, at), (at,)))
+        split = pc.binary_join_element_wise(sign, head, ".", tail, "")
+        laid_out = pc.if_else(pa.array(among & (point == at)), split, laid_out)
+    return pc.if_else(pa.array(valid), laid_out, pa.scalar(None, pa.string()))
 
 
 def _bits(to_text: Converter) -> ColumnText:

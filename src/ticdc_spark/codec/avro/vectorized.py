@@ -91,9 +91,15 @@ class _Cursor:
 
         self.data, self.pos, self.end = data, pos.copy(), end
         self.ok = np.ones(len(pos), np.bool_)
-        # (each position's next bytes as a row: ``windows[pos]`` gathers a record's next bytes
-        # a row at a time, not a byte at a time; the data is padded past its end)
-        self.windows = np.lib.stride_tricks.sliding_window_view(data, _PAD)
+        # (each position's next _PAD bytes as one item: ``windows[pos]`` gathers a record's
+        # next bytes an item at a time, not a byte at a time; the data is padded past its end)
+        self.windows = np.ndarray((len(data) - _PAD + 1,), f"V{_PAD}", data, strides=(1,))
+
+    def ahead(self, pos: Any) -> Any:
+        """The next ``_PAD`` bytes at each position, a row of bytes each."""
+        import numpy as np
+
+        return self.windows[pos].view(np.uint8).reshape(len(pos), _PAD)
 
     def branch(self) -> Any:
         """Whether each record's ``["null", T]`` union is a T (its index advanced past).
@@ -125,7 +131,7 @@ class _Cursor:
             self.pos = pos + going
             small = first.astype(np.int64)
             return np.where(going, (small >> 1) ^ -(small & 1), 0)
-        window = self.windows[pos, :_MAX_VARINT]
+        window = self.ahead(pos)[:, :_MAX_VARINT]
         last = window < 0x80
         length = np.argmax(last, axis=1) + 1
         # (no last byte within reach, past the body, or a tenth byte with bits an int64
@@ -202,14 +208,15 @@ class _Cursor:
         (buffer 0); numpy gathers a fixed 12 bytes a record whatever the values' length."""
         import numpy as np
 
-        views = np.empty((len(sizes), 16), np.uint8)
-        views[:, 4:] = self.windows[self.pos, :12] & _inline_masks()[np.minimum(sizes, 12)]
-        words = views.view("<i4")  # (size, inline bytes or (first 4 bytes, buffer, offset))
+        words = np.empty((len(sizes), 4), "<u4")  # (size, then 12 bytes: 3 words)
+        head = self.ahead(self.pos).view("<u4")
+        inline, long = np.minimum(sizes, 12), sizes > 12
+        masks = _inline_masks()
         words[:, 0] = sizes
-        long = sizes > 12
-        words[:, 2] = np.where(long, 0, words[:, 2])
-        words[:, 3] = np.where(long, self.pos, words[:, 3])
-        return views
+        words[:, 1] = head[:, 0] & masks[0].take(inline)
+        words[:, 2] = np.where(long, 0, head[:, 1] & masks[1].take(inline))
+        words[:, 3] = np.where(long, self.pos, head[:, 2] & masks[2].take(inline))
+        return words
 
     def _utf8(self, column: Any, active: Any) -> Any:
         """The string column, its records with text that is not UTF-8 marked as not read."""
@@ -281,10 +288,12 @@ class _Cursor:
 
 @cache
 def _inline_masks() -> Any:
-    """The bytes a binary view keeps inline of a value of 0 to 12 bytes (row 12: all)."""
+    """The bits a binary view keeps of its 3 inline words (row) for a value of 0 to 12 bytes
+    (column; 12: all)."""
     import numpy as np
 
-    return np.where(np.arange(12) < np.arange(13)[:, None], 0xFF, 0).astype(np.uint8)
+    kept = np.where(np.arange(12) < np.arange(13)[:, None], 0xFF, 0).astype(np.uint8)
+    return kept.view("<u4").T.copy()
 
 
 def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
