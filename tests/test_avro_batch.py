@@ -384,6 +384,27 @@ def test_varints_of_ten_bytes(tenth: int) -> None:
             assert columns["l"][row].as_py() == schemaless_reader(stream, schema, None)["l"]
 
 
+_VARINT_BYTE = st.integers(0, 0x7F) | st.integers(0x80, 0xFF)  # (half of them continue)
+
+
+@given(st.lists(st.lists(_VARINT_BYTE, max_size=12), min_size=1, max_size=20))
+def test_varints_of_any_bytes_read_as_fastavro_reads_them(bodies: list[list[int]]) -> None:
+    """Bodies of a lone long, of every length and continuation pattern (one-byte columns
+    mixed with longer ones): each numpy reads, fastavro reads to the same number and the
+    same last byte; each varint of at most 10 bytes that fits an int64 numpy reads."""
+    schema = {"type": "record", "name": "t", "fields": [{"name": "l", "type": "long"}]}
+    values = [frame(1, bytes(body)) for body in bodies]
+    columns, ok = read_columns(field_kinds(schema) or [], pa.array(values, pa.binary()))
+    for row, body in enumerate(bodies):
+        ends = [j for j, byte in enumerate(body[:10]) if byte < 0x80]
+        fits = bool(ends) and ends[0] == len(body) - 1 and (len(body) < 10 or body[9] <= 1)
+        assert bool(ok[row]) == fits, body
+        if fits:
+            stream = io.BytesIO(bytes(body))
+            assert columns["l"][row].as_py() == schemaless_reader(stream, schema, None)["l"]
+            assert stream.tell() == len(body)
+
+
 @given(
     raw=st.lists(st.binary(min_size=0, max_size=33), min_size=1, max_size=12),
     precision_scale=st.sampled_from([(1, 0), (12, 9), (20, 6), (38, 38), (40, 5), (65, 30)]),

@@ -117,9 +117,8 @@ class _Cursor:
         """The zigzag varint at each active record (advanced past it); 0 elsewhere.
 
         A varint of one byte everywhere (union indices, short lengths, small numbers) takes
-        a few numpy calls; otherwise each record's next ``_MAX_VARINT`` bytes are gathered
-        at once (the data is padded) and the varint's length is its first byte without the
-        continuation bit."""
+        a few numpy calls; otherwise each record's next 16 bytes are gathered at once (the
+        data is padded) and read as two 64-bit words (:func:`_varints`)."""
         import numpy as np
 
         data, pos, end = self.data, self.pos, self.end
@@ -131,24 +130,11 @@ class _Cursor:
             self.pos = pos + going
             small = first.astype(np.int64)
             return np.where(going, (small >> 1) ^ -(small & 1), 0)
-        window = self.ahead(pos)[:, :_MAX_VARINT]
-        last = window < 0x80
-        length = np.argmax(last, axis=1) + 1
+        length, value, tenth = _varints(self.ahead(pos).view("<u8"))
         # (no last byte within reach, past the body, or a tenth byte with bits an int64
         # has no room for: fastavro's to read, or to refuse)
-        self.ok &= ~going | (
-            last.any(axis=1)
-            & (pos + length <= end)
-            & ((length < _MAX_VARINT) | (window[:, -1] <= 1))
-        )
+        self.ok &= ~going | ((length > 0) & (pos + length <= end) & (tenth <= 1))
         going &= self.ok
-        # (only as many bytes as the longest varint read has)
-        reach = np.arange(int(length[going].max(initial=1)))
-        groups = (window[:, : len(reach)] & 0x7F).astype(np.uint64) << (reach * 7).astype(
-            np.uint64
-        )
-        groups[reach >= length[:, None]] = 0
-        value = np.bitwise_or.reduce(groups, axis=1)
         self.pos = pos + np.where(going, length, 0)
         signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
         return np.where(going, signed, 0)
@@ -284,6 +270,32 @@ class _Cursor:
             value = context.create_decimal(unscaled_value).scaleb(-scale, context)
             patched.append(format(value, "f"))
         return replaced(texts, others, patched)
+
+
+def _varints(words: Any) -> tuple[Any, Any, Any]:
+    """(length, unsigned value, the tenth byte when the length is 10, else 0) of the varint
+    at the start of each row of two little-endian 64-bit ``words`` (its next 16 bytes);
+    length 0 when none of the first ``_MAX_VARINT`` bytes ends it.  Bit arithmetic on whole
+    columns: the length from the lowest byte without the continuation bit, the 7-bit groups
+    of the first 8 bytes packed by halving steps, bytes 9 and 10 added on top."""
+    import numpy as np
+
+    u64 = np.uint64
+    low, high = words[:, 0], words[:, 1]
+    ends = ~low & u64(0x8080808080808080)  # (the bytes that could end it, among the first 8)
+    lowest = ends & (~ends + u64(1))  # (2 ** (8k + 7) for byte k, 0 for none)
+    length = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3  # (exact: k + 1)
+    ninth, tenth = high & u64(0xFF), (high >> u64(8)) & u64(0xFF)
+    length = np.where(length > 0, length, np.where(ninth < 0x80, 9, np.where(tenth < 0x80, 10, 0)))
+    shift = np.minimum(length, 7).astype(u64) * u64(8)  # (the bytes of the first 8 it has)
+    kept = np.where(length >= 8, u64(0xFFFFFFFFFFFFFFFF), (u64(1) << shift) - u64(1))
+    x = low & kept & u64(0x7F7F7F7F7F7F7F7F)
+    x = (x & u64(0x007F007F007F007F)) | ((x & u64(0x7F007F007F007F00)) >> u64(1))
+    x = (x & u64(0x00003FFF00003FFF)) | ((x & u64(0x3FFF00003FFF0000)) >> u64(2))
+    x = (x & u64(0x000000000FFFFFFF)) | ((x & u64(0x0FFFFFFF00000000)) >> u64(4))
+    x |= np.where(length >= 9, (ninth & u64(0x7F)) << u64(56), u64(0))
+    x |= np.where(length == 10, tenth << u64(63), u64(0))
+    return length, x, np.where(length == 10, tenth, 0)
 
 
 @cache
