@@ -191,7 +191,8 @@ class _Cursor:
     def _views(self, sizes: Any) -> Any:
         """Arrow's binary views (16 bytes each) of each record's next ``sizes`` bytes: the
         size, then up to 12 bytes inline, or the first 4 bytes and the place in ``data``
-        (buffer 0); numpy gathers a fixed 12 bytes a record whatever the values' length."""
+        (buffer 0); numpy gathers a fixed 16 bytes a record whatever the values' length, and
+        fills the views a 4-byte word at a time."""
         import numpy as np
 
         words = np.empty((len(sizes), 4), "<u4")  # (size, then 12 bytes: 3 words)
