@@ -93,9 +93,8 @@ def decode_batches(
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
     Consecutive small input batches are decoded together (up to :data:`COALESCE_RECORDS`
-    records), a large one in slices; each becomes one changelog batch, in order.  Decoders
-    with an Arrow path (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`: Canal-JSON, Avro,
-    Debezium) get
+    records), a large one in slices; each becomes one changelog batch, in order.  Decoders with an Arrow path
+    (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`: Canal-JSON, Avro, Debezium) get
     the Arrow batch and decode what it cannot with ``decode_one``; decoders with a batch path
     (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch; if the batch's Arrow
     conversion then finds a value the batch path let through (it leaves type checks to
