@@ -190,9 +190,24 @@ def test_double_columns_are_each_value_s_text(values: list[float | None]) -> Non
     _assert_column_is_each(*_column_and_each("double", "double", ("precise", "long")), values)
 
 
+@given(
+    values=st.lists(
+        st.builds(lambda m, e: m * 10.0**e, st.floats(-10, 10), st.integers(-40, 40)),
+        max_size=40,
+    ),
+    primitive=st.sampled_from(["float", "double"]),
+)
+def test_float_columns_of_every_magnitude(values: list[float], primitive: str) -> None:
+    """Numbers of many digits at every exponent Arrow writes in exponent form (each of the
+    layouts: zeros before, zeros after, the point among the digits)."""
+    _assert_column_is_each(*_column_and_each(primitive, primitive, ("precise", "long")), values)
+
+
 def test_float_columns_of_edge_values() -> None:
     edges = [0.0, -0.0, 1e21, 1e-7, 1e16, 1e15, 123456789012345680.0, 5e-324, 1.4e-45, 0.1]
     edges += [float("inf"), float("-inf"), float("nan"), 3.4028234663852886e38, 1e-6, None]
+    # (Arrow's exponent form with the point among the digits: from 1e10 on)
+    edges += [409307325626.1643, -113623251963.31982, 12345678901.5, 9999999999.5, 1.5e20]
     for ctype, primitive in (("float", "float"), ("double", "double")):
         _assert_column_is_each(*_column_and_each(ctype, primitive, ("precise", "long")), edges)
 
@@ -382,6 +397,27 @@ def test_varints_of_ten_bytes(tenth: int) -> None:
         if ok[row]:
             stream = io.BytesIO(body[HEADER_SIZE:])
             assert columns["l"][row].as_py() == schemaless_reader(stream, schema, None)["l"]
+
+
+_VARINT_BYTE = st.integers(0, 0x7F) | st.integers(0x80, 0xFF)  # (half of them continue)
+
+
+@given(st.lists(st.lists(_VARINT_BYTE, max_size=12), min_size=1, max_size=20))
+def test_varints_of_any_bytes_read_as_fastavro_reads_them(bodies: list[list[int]]) -> None:
+    """Bodies of a lone long, of every length and continuation pattern (one-byte columns
+    mixed with longer ones): each numpy reads, fastavro reads to the same number and the
+    same last byte; each varint of at most 10 bytes that fits an int64 numpy reads."""
+    schema = {"type": "record", "name": "t", "fields": [{"name": "l", "type": "long"}]}
+    values = [frame(1, bytes(body)) for body in bodies]
+    columns, ok = read_columns(field_kinds(schema) or [], pa.array(values, pa.binary()))
+    for row, body in enumerate(bodies):
+        ends = [j for j, byte in enumerate(body[:10]) if byte < 0x80]
+        fits = bool(ends) and ends[0] == len(body) - 1 and (len(body) < 10 or body[9] <= 1)
+        assert bool(ok[row]) == fits, body
+        if fits:
+            stream = io.BytesIO(bytes(body))
+            assert columns["l"][row].as_py() == schemaless_reader(stream, schema, None)["l"]
+            assert stream.tell() == len(body)
 
 
 @given(

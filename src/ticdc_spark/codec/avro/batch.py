@@ -116,15 +116,23 @@ def _after_images(images: list[_Image], order: Any, map_type: Any) -> Any:
     )
     offsets = np.zeros(len(count) + 1, np.int64)
     np.cumsum(count, out=offsets[1:])
-    within = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], count)
+    # (entry e of row r, its j = e - offsets[r]-th: key key_start + j, value start + stride*j;
+    # each row's constant part repeated, the entry numbers added once)
+    entry = np.arange(offsets[-1], dtype=np.int64)
+    firsts = offsets[:-1]
+    key_at = np.repeat(key_start - firsts, count) + entry
+    if len({image.n for image in images}) == 1:  # (one stride: no repeat of it)
+        value_at = np.repeat(start - stride * firsts, count) + images[0].n * entry
+    else:
+        value_at = np.repeat(start - stride * firsts, count) + np.repeat(stride, count) * entry
     values = (
         pa.concat_arrays([image.texts for image in images]) if images else pa.array([], pa.string())
     )
     names = pa.array([name for image in images for name in image.names], pa.string())
     return pa.MapArray.from_arrays(
         pa.array(offsets.astype(np.int32)),
-        names.take(pa.array(np.repeat(key_start, count) + within)),
-        values.take(pa.array(np.repeat(start, count) + np.repeat(stride, count) * within)),
+        names.take(pa.array(key_at)),
+        values.take(pa.array(value_at)),
         type=map_type,
     )
 

@@ -171,24 +171,27 @@ def _patched(
     rows = np.flatnonzero(odd.to_numpy(zero_copy_only=False))
     if not len(rows):
         return texts, []
-    patched = _positional(texts.take(pa.array(rows))).to_pylist()
+    laid_out = _positional(texts.take(pa.array(rows)))
+    others = np.flatnonzero(laid_out.is_null().to_numpy(zero_copy_only=False))
     bad: list[int] = []
-    done: dict[Any, str] = {}
-    for j, row in enumerate(rows.tolist()):
-        if patched[j] is not None:
-            continue
-        value = _value(values, row)
-        if memo and value in done:
-            patched[j] = done[value]
-            continue
-        try:
-            patched[j] = to_text(value)
-        except Exception:  # (the one decode path says what is wrong with it)
-            bad.append(row)
-            continue
-        if memo:
-            done[value] = patched[j]
-    return replaced(texts, rows, patched), bad
+    if len(others):  # (inf, nan, a decimal's odd text: the one-message converter's)
+        done: dict[Any, str | None] = {}
+        patched: list[str | None] = []
+        for row in rows[others].tolist():
+            value = _value(values, row)
+            if memo and value in done:
+                patched.append(done[value])
+                continue
+            try:
+                text: str | None = to_text(value)
+            except Exception:  # (the one decode path says what is wrong with it)
+                bad.append(row)
+                text = None
+            patched.append(text)
+            if memo:
+                done[value] = text
+        laid_out = replaced(laid_out, others, patched)
+    return replaced(texts, rows, laid_out), bad
 
 
 # Arrow's exponent form of a float: sign, first digit, the other digits, the exponent.
@@ -200,30 +203,55 @@ _EXPONENT_FORM = (
 def _positional(texts: Any) -> Any:
     """Each text in Arrow's exponent form as Go's ``FormatFloat(v, 'f', -1, bits)`` lays
     its digits out (:func:`ticdc_spark.types.positional`): ``1e-7`` -> ``0.0000001``,
-    ``1.5e+20`` -> ``150000000000000000000``; null for any other text (and for digits the
-    point falls among, which Arrow writes without an exponent)."""
+    ``1.5e+20`` -> ``150000000000000000000``, ``4.0930732562616e+11`` -> ``409307325626.16``;
+    null for any other text.  The form is checked by Arrow; the digits are laid out by numpy
+    a byte at a time over all the texts at once (sign, ``0.`` and zeros before small
+    numbers, zeros after large ones, the point among the digits of the others)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    parts = pc.extract_regex(texts, _EXPONENT_FORM)
-    sign, lead, rest, down, exp = (parts.field(name) for name in parts.type.names)
-    digits = pc.binary_join_element_wise(lead, pc.fill_null(rest, ""), "")
-    count = pc.utf8_length(digits).to_numpy(zero_copy_only=False).astype(np.int64)
-    exp = pc.if_else(parts.is_valid(), exp, "0")  # (a text of another form: a dummy exponent)
-    exponent = pc.cast(exp, pa.int64()).to_numpy(zero_copy_only=False)
-    negative = pc.equal(down, "-").fill_null(False).to_numpy(zero_copy_only=False)
-    exponent = np.where(negative, -exponent, exponent)
-    point = exponent + 1  # the digits before the decimal point
-    small = point <= 0
-    zeros = pc.binary_repeat("0", pa.array(np.where(small, -point, np.maximum(point - count, 0))))
-    laid_out = pc.if_else(
-        pa.array(small),
-        pc.binary_join_element_wise(sign, "0.", zeros, digits, ""),
-        pc.binary_join_element_wise(sign, digits, zeros, ""),
+    n = len(texts)
+    valid = pc.match_substring_regex(texts, _EXPONENT_FORM).fill_null(False)
+    valid = valid.to_numpy(zero_copy_only=False)
+    offsets = np.frombuffer(texts.buffers()[1], np.int32, n + 1, texts.offset * 4)
+    offsets = offsets.astype(np.int64)
+    data = np.zeros(int(offsets[-1]) + 4, np.uint8)  # (padded: reads past a row stay in)
+    if texts.buffers()[2] is not None and offsets[-1]:
+        data[: offsets[-1]] = np.frombuffer(texts.buffers()[2], np.uint8, int(offsets[-1]))
+    starts, ends = offsets[:-1], offsets[1:]
+    e = starts + pc.find_substring(texts, "e").fill_null(0).to_numpy(zero_copy_only=False)
+    negative = (data[starts] == ord("-")).astype(np.int64)
+    lead = starts + negative  # (the first digit; the others after a point, up to the e)
+    count = np.where(valid, np.maximum(e - lead - 1, 1), 1)
+    signed = data[e + 1] == ord("-")
+    first = e + 1 + (signed | (data[e + 1] == ord("+")))
+    width = ends - first  # (the exponent's digits: at most 3 for a double)
+    valid &= (width >= 1) & (width <= 3)
+    exponent = np.zeros(n, np.int64)
+    for j in range(3):
+        digit = data[first + j].astype(np.int64) - ord("0")
+        exponent = np.where(j < width, exponent * 10 + digit, exponent)
+    point = np.where(signed, -exponent, exponent) + 1  # the digits before the decimal point
+    small, large = point <= 0, point >= count
+    length = np.where(small, 2 - point + count, np.where(large, point, count + 1))
+    length = np.where(valid, negative + length, 0)
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(length, out=out[1:])
+    row = np.repeat(np.arange(n), length)
+    at = np.arange(out[-1]) - out[:-1][row] - negative[row]  # (place after the sign)
+    p, c, sm, lg = point[row], count[row], small[row], large[row]
+    digit = np.where(sm, at - 2 + p, np.where(lg | (at < p), at, at - 1))  # (which digit)
+    source = lead[row] + np.where(digit > 0, digit + 1, 0)  # (the digits after lead skip ".")
+    text = data[np.clip(source, 0, len(data) - 1)]
+    zero = (sm & ((at == 0) | ((at >= 2) & (at < 2 - p)))) | (lg & (at >= c))
+    point_here = (sm & (at == 1)) | (~sm & ~lg & (at == p))
+    text = np.where(zero, ord("0"), np.where(point_here, ord("."), text))
+    text = np.where(at < 0, ord("-"), text).astype(np.uint8)
+    validity = pa.array(valid).buffers()[1]
+    return pa.StringArray.from_buffers(
+        n, pa.py_buffer(out.astype(np.int32)), pa.py_buffer(text), validity, int(n - valid.sum())
     )
-    kept = ~small & (point < count) | parts.is_null().to_numpy(zero_copy_only=False)
-    return pc.if_else(pa.array(kept), pa.scalar(None, pa.string()), laid_out)
 
 
 def _bits(to_text: Converter) -> ColumnText:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from decimal import Context, Decimal
+from functools import cache
 from typing import Any
 
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
@@ -90,6 +91,15 @@ class _Cursor:
 
         self.data, self.pos, self.end = data, pos.copy(), end
         self.ok = np.ones(len(pos), np.bool_)
+        # (each position's next _PAD bytes as one item: ``windows[pos]`` gathers a record's
+        # next bytes an item at a time, not a byte at a time; the data is padded past its end)
+        self.windows = np.ndarray((len(data) - _PAD + 1,), f"V{_PAD}", data, strides=(1,))
+
+    def ahead(self, pos: Any) -> Any:
+        """The next ``_PAD`` bytes at each position, a row of bytes each."""
+        import numpy as np
+
+        return self.windows[pos].view(np.uint8).reshape(len(pos), _PAD)
 
     def branch(self) -> Any:
         """Whether each record's ``["null", T]`` union is a T (its index advanced past).
@@ -107,9 +117,8 @@ class _Cursor:
         """The zigzag varint at each active record (advanced past it); 0 elsewhere.
 
         A varint of one byte everywhere (union indices, short lengths, small numbers) takes
-        a few numpy calls; otherwise each record's next ``_MAX_VARINT`` bytes are gathered
-        at once (the data is padded) and the varint's length is its first byte without the
-        continuation bit."""
+        a few numpy calls; otherwise each record's next 16 bytes are gathered at once (the
+        data is padded) and read as two 64-bit words (:func:`_varints`)."""
         import numpy as np
 
         data, pos, end = self.data, self.pos, self.end
@@ -121,21 +130,11 @@ class _Cursor:
             self.pos = pos + going
             small = first.astype(np.int64)
             return np.where(going, (small >> 1) ^ -(small & 1), 0)
-        reach = np.arange(_MAX_VARINT)
-        window = data[pos[:, None] + reach]
-        last = window < 0x80
-        length = np.argmax(last, axis=1) + 1
+        length, value, tenth = _varints(self.ahead(pos).view("<u8"))
         # (no last byte within reach, past the body, or a tenth byte with bits an int64
         # has no room for: fastavro's to read, or to refuse)
-        self.ok &= ~going | (
-            last.any(axis=1)
-            & (pos + length <= end)
-            & ((length < _MAX_VARINT) | (window[:, -1] <= 1))
-        )
+        self.ok &= ~going | ((length > 0) & (pos + length <= end) & (tenth <= 1))
         going &= self.ok
-        groups = (window & 0x7F).astype(np.uint64) << (reach * 7).astype(np.uint64)
-        groups[reach >= length[:, None]] = 0
-        value = np.bitwise_or.reduce(groups, axis=1)
         self.pos = pos + np.where(going, length, 0)
         signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
         return np.where(going, signed, 0)
@@ -192,18 +191,19 @@ class _Cursor:
     def _views(self, sizes: Any) -> Any:
         """Arrow's binary views (16 bytes each) of each record's next ``sizes`` bytes: the
         size, then up to 12 bytes inline, or the first 4 bytes and the place in ``data``
-        (buffer 0); numpy gathers a fixed 12 bytes a record whatever the values' length."""
+        (buffer 0); numpy gathers a fixed 16 bytes a record whatever the values' length, and
+        fills the views a 4-byte word at a time."""
         import numpy as np
 
-        n = len(sizes)
-        views = np.zeros((n, 16), np.uint8)
-        views[:, :4] = sizes.astype("<i4").view(np.uint8).reshape(n, 4)
-        head = self.data[self.pos[:, None] + np.arange(12)]  # (the data is padded)
-        inline = sizes <= 12
-        views[:, 4:] = np.where(np.arange(12) < np.where(inline, sizes, 0)[:, None], head, 0)
-        views[~inline, 4:8] = head[~inline, :4]
-        views[~inline, 12:] = self.pos[~inline].astype("<i4").view(np.uint8).reshape(-1, 4)
-        return views
+        words = np.empty((len(sizes), 4), "<u4")  # (size, then 12 bytes: 3 words)
+        head = self.ahead(self.pos).view("<u4")
+        inline, long = np.minimum(sizes, 12), sizes > 12
+        masks = _inline_masks()
+        words[:, 0] = sizes
+        words[:, 1] = head[:, 0] & masks[0].take(inline)
+        words[:, 2] = np.where(long, 0, head[:, 1] & masks[1].take(inline))
+        words[:, 3] = np.where(long, self.pos, head[:, 2] & masks[2].take(inline))
+        return words
 
     def _utf8(self, column: Any, active: Any) -> Any:
         """The string column, its records with text that is not UTF-8 marked as not read."""
@@ -271,6 +271,42 @@ class _Cursor:
             value = context.create_decimal(unscaled_value).scaleb(-scale, context)
             patched.append(format(value, "f"))
         return replaced(texts, others, patched)
+
+
+def _varints(words: Any) -> tuple[Any, Any, Any]:
+    """(length, unsigned value, the tenth byte when the length is 10, else 0) of the varint
+    at the start of each row of two little-endian 64-bit ``words`` (its next 16 bytes);
+    length 0 when none of the first ``_MAX_VARINT`` bytes ends it.  Bit arithmetic on whole
+    columns: the length from the lowest byte without the continuation bit, the 7-bit groups
+    of the first 8 bytes packed by halving steps, bytes 9 and 10 added on top."""
+    import numpy as np
+
+    u64 = np.uint64
+    low, high = words[:, 0], words[:, 1]
+    ends = ~low & u64(0x8080808080808080)  # (the bytes that could end it, among the first 8)
+    lowest = ends & (~ends + u64(1))  # (2 ** (8k + 7) for byte k, 0 for none)
+    length = np.frexp(lowest.astype(np.float64))[1].astype(np.int64) >> 3  # (exact: k + 1)
+    ninth, tenth = high & u64(0xFF), (high >> u64(8)) & u64(0xFF)
+    length = np.where(length > 0, length, np.where(ninth < 0x80, 9, np.where(tenth < 0x80, 10, 0)))
+    shift = np.minimum(length, 7).astype(u64) * u64(8)  # (the bytes of the first 8 it has)
+    kept = np.where(length >= 8, u64(0xFFFFFFFFFFFFFFFF), (u64(1) << shift) - u64(1))
+    x = low & kept & u64(0x7F7F7F7F7F7F7F7F)
+    x = (x & u64(0x007F007F007F007F)) | ((x & u64(0x7F007F007F007F00)) >> u64(1))
+    x = (x & u64(0x00003FFF00003FFF)) | ((x & u64(0x3FFF00003FFF0000)) >> u64(2))
+    x = (x & u64(0x000000000FFFFFFF)) | ((x & u64(0x0FFFFFFF00000000)) >> u64(4))
+    x |= np.where(length >= 9, (ninth & u64(0x7F)) << u64(56), u64(0))
+    x |= np.where(length == 10, tenth << u64(63), u64(0))
+    return length, x, np.where(length == 10, tenth, 0)
+
+
+@cache
+def _inline_masks() -> Any:
+    """The bits a binary view keeps of its 3 inline words (row) for a value of 0 to 12 bytes
+    (column; 12: all)."""
+    import numpy as np
+
+    kept = np.where(np.arange(12) < np.arange(13)[:, None], 0xFF, 0).astype(np.uint8)
+    return kept.view("<u4").T.copy()
 
 
 def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
