@@ -260,6 +260,17 @@ def test_delete_of_a_table_without_key_is_refused() -> None:
         encoder.encode([RowChange(RowKind.DELETE, schema, 1, {"a": 1}, None)])
 
 
+def test_an_unsigned_bigint_past_64_bits_is_refused_not_wrapped() -> None:
+    primary = (Index("PRIMARY", ("id",), primary=True, unique=True),)
+    column = Column("id", T("bigint", unsigned=True), nullable=False)
+    schema = TableSchema("d", "u", (column,), primary)
+    encoder = make_encoder("avro", {"schema-registry": "mock://u64"})
+    (message,) = encoder.encode([RowChange(RowKind.INSERT, schema, 1, None, {"id": 2**64 - 1})])
+    assert message.value
+    with pytest.raises(EncodeError):  # (wrapped, 2**64 + 5 would read back as 5)
+        encoder.encode([RowChange(RowKind.INSERT, schema, 2, None, {"id": 2**64 + 5})])
+
+
 def test_ddl_and_watermarks_make_no_messages() -> None:
     from ticdc_spark.model import DDLEvent, DDLType, Watermark
 

@@ -462,3 +462,23 @@ def test_enum_and_set_columns_from_arrow_are_each_value_s_text(
     """Numpy's columns come as Arrow arrays: converted once per distinct value, as a list's."""
     convert, to_text = _column_and_each(type_text, "string", ("precise", "long"))
     _assert_column_is_each(lambda column: convert(pa.array(column, pa.string())), to_text, values)
+
+
+def test_a_value_shorter_than_the_header_is_a_dead_letter_whatever_its_key() -> None:
+    """A 4-byte value with a 1-byte key spells the same 10 header bytes as a whole record
+    without a key: it must not join that record's group (its body would start past its end)."""
+    options = {"schema-registry": "mock://short", "enable-tidb-extension": "true"}
+    events = Workload(seed=11, rows=50, tables=1).events()
+    rows = [e for e in events if isinstance(e, RowChange)][:1]
+    (whole,) = [m for m in make_encoder("avro", options).encode(rows) if m.value]
+    good = dataclasses.replace(whole, key=None, topic="t", partition=0, offset=0)
+    short = dataclasses.replace(
+        whole, value=whole.value[:4], key=whole.value[4:5], topic="t", partition=0, offset=1
+    )
+    seen = {}
+    for compiled in (False, True):
+        out = decode_batches(iter([kafka_batch([good, short])]), "avro", options, compiled=compiled)
+        seen[compiled] = [(r["kind"], r["offset"], r["error"]) for b in out for r in b.to_pylist()]
+    assert seen[True] == seen[False]
+    assert [kind for kind, _, _ in seen[True]] == ["ROW", "ERROR"]
+    assert "truncated" in seen[True][1][2]

@@ -194,3 +194,29 @@ def test_a_table_wider_than_the_bound_keeps_the_careful_writer(
     assert twin is None  # (no generated writer: nothing for a twin to take)
     assert written == avro.row_map_bytes(columns, image)
     assert TableWriter(columns[:2], ()).first(image, None)[1] is not None
+
+
+@pytest.mark.parametrize(
+    ("type_text", "value"),
+    [("bigint", 2**63), ("int", 2**63), ("bigint unsigned", 2**64), ("bigint unsigned", 2**64 + 5)],
+)
+def test_an_integer_past_its_column_is_refused_not_wrapped(type_text: str, value: int) -> None:
+    """Only a uint64 past 2**63 is cast to int64 (as TiCDC casts it); 2**64 + 5 wrapped
+    would read back as 5."""
+    from ticdc_spark.codec import make_encoder
+    from ticdc_spark.errors import EncodeError
+    from ticdc_spark.model import RowChange, RowKind
+
+    schema = TableSchema("db", "t", (Column("u", parse_column_type(type_text)),), version=1)
+    options = {"encoding-format": "avro", "send-bootstrap-in-msg-count": "0"}
+    options["send-bootstrap-interval-in-sec"] = "0"
+    with pytest.raises(EncodeError, match="column 'u'"):
+        make_encoder("simple", options).encode(
+            [RowChange(RowKind.INSERT, schema, 1, None, {"u": value})]
+        )
+    columns = _plan(schema, json_dialect("UTC"), avro.location_bytes("UTC"), True).avro
+    with pytest.raises(ValueError, match="does not fit an Avro long"):
+        avro.row_map_bytes(columns, {"u": value})
+    if type_text == "bigint unsigned":  # (the generated writer as well)
+        with pytest.raises((ValueError, OverflowError, IndexError)):
+            TableWriter(columns, ()).first({"u": value}, None)

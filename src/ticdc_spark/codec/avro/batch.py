@@ -213,7 +213,7 @@ def _header_codes(batch: Any) -> Any:
         b"",
     )
     codes = headers.dictionary_encode().indices
-    present = pc.fill_null(pc.greater(pc.binary_length(values), 0), False)
+    present = pc.fill_null(pc.greater_equal(pc.binary_length(values), HEADER_SIZE), False)
     codes = pc.if_else(present, pc.fill_null(codes, -1), -1)
     return codes.to_numpy(zero_copy_only=False).astype(np.int64)
 

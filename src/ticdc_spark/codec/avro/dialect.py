@@ -39,7 +39,7 @@ def _is_bigint_unsigned(ctype: ColumnType) -> bool:
 
 
 def _wrap_u64(value: int) -> int:
-    return value - _U64 if value > _I64_MAX else value
+    return value - _U64 if _I64_MAX < value < _U64 else value  # (past 2**64: refused later)
 
 
 def _integer_long(ctype: ColumnType) -> Converter:

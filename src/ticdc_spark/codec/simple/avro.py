@@ -159,12 +159,18 @@ _HOW = {
 }
 
 
+def _as_int64(value: int, bits: int) -> int:
+    """A uint64 (a column of more than 63 bits) cast to int64 as TiCDC casts it; anything
+    else as it is (out of range, the long's writer refuses it)."""
+    return value - (1 << 64) if bits > 64 and _I64_MAX < value < 1 << 64 else value
+
+
 def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> bytes:
     """The ``data``/``old`` union (map branch) of an image: its columns in plan order.
 
     Kept flat (one loop, the kinds inline): it runs once per column of every row."""
     parts = []
-    for null, prefix, name, how, text, _ in columns:
+    for null, prefix, name, how, text, bits in columns:
         value = image.get(name, _MISSING)
         if value is None:
             parts.append(null)
@@ -174,7 +180,7 @@ def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> byt
             if -64 <= value < 64:
                 parts.append(prefix + _ONE_BYTE[(value << 1) ^ (value >> 63)])
             else:  # (over 2**63: an unsigned value, cast to int64 as TiCDC does)
-                parts.append(prefix + long_bytes(value - (1 << 64) if value > _I64_MAX else value))
+                parts.append(prefix + long_bytes(_as_int64(value, bits)))
         elif how in (STRING, TEXT):
             data = (value if type(value) is str else text(value)).encode()  # type: ignore[misc]
             size = len(data)
@@ -189,7 +195,7 @@ def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> byt
         elif how == TIMESTAMP:
             parts.append(prefix + _string(value if type(value) is str else text(value)))  # type: ignore[misc]
         else:
-            parts.append(prefix + long_bytes(value - (1 << 64) if value > _I64_MAX else value))
+            parts.append(prefix + long_bytes(_as_int64(value, bits)))
     if not parts:
         return b"\x02\x00"
     return b"\x02" + long_bytes(len(parts)) + b"".join(parts) + b"\x00"

@@ -56,7 +56,7 @@ _TWO = "VARINTS[n] if (n := {zigzag}) < 16384 else PAIRS[n & 16383] + VARINTS[n 
 _THREE = " if n < 268435456 else PAIRS[n & 16383] + PAIRS[(n >> 14) & 16383] + VARINTS[n >> 28]"
 _MORE = _THREE + " if n < 4398046511104 else VARINT(n)"
 # past 2**63 (BIGINT UNSIGNED, BIT(64)): wrapped to int64 first, as TiCDC casts a uint64
-_WRAPPED = "((w := v{i} - WRAP if v{i} > I64_MAX else v{i}) << 1) ^ (w >> 63)"
+_WRAPPED = "((w := v{i} - WRAP if I64_MAX < v{i} < WRAP else v{i}) << 1) ^ (w >> 63)"
 _LONGS = {
     14: "VARINTS[" + _ZIGZAG + "]",
     28: _TWO.format(zigzag=_ZIGZAG),

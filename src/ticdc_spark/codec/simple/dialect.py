@@ -95,7 +95,7 @@ def json_dialect(location: str) -> Dialect:
 
 def _int64(value: int) -> int:
     """A uint64 as TiCDC's int64 cast leaves it."""
-    return value - (1 << 64) if value > _I64_MAX else value
+    return value - (1 << 64) if _I64_MAX < value < 1 << 64 else value
 
 
 def _checked_long(value: Any) -> int:
