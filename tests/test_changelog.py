@@ -5,6 +5,8 @@ that its batch paths give the one-by-one rows, is in tests/contract/test_changel
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 
@@ -90,6 +92,8 @@ def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
     batch = kafka_batch(produce(Workload(seed=13, rows=120, tables=1), "canal-json", options))
     whole = pa.Table.from_batches(list(stage.decode_batches(iter([batch]), "canal-json", options)))
     monkeypatch.setattr(stage, "MAX_INPUT_BYTES", batch.nbytes // 5)
+    # (slices are never joined again: they are over half MAX_INPUT_BYTES, past COALESCE_BYTES)
+    monkeypatch.setattr(stage, "COALESCE_BYTES", batch.nbytes // 10)
     sliced = list(stage.decode_batches(iter([batch]), "canal-json", options))
     assert len(sliced) >= 5
     # the same rows; each slice names the schema of the tables it holds again
@@ -101,35 +105,80 @@ def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
         assert not rows or rows[0]["schema"]
 
 
-def test_small_input_batches_are_decoded_together_in_order_and_bounded(monkeypatch) -> None:
+def _small_canal_batches(seed: int) -> tuple[dict[str, str], list[Any]]:
     from pipeline_helpers import produce
-    from ticdc_spark.spark import decode as stage
     from ticdc_spark.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
-    batch = kafka_batch(produce(Workload(seed=15, rows=90, tables=2), "canal-json", options))
-    small = [batch.slice(start, 7) for start in range(0, batch.num_rows, 7)]
+    batch = kafka_batch(produce(Workload(seed=seed, rows=90, tables=2), "canal-json", options))
+    return options, [batch.slice(start, 7) for start in range(0, batch.num_rows, 7)]
+
+
+def _rows_without_schema(batches: list[Any]) -> list[dict[str, Any]]:
+    return pa.Table.from_batches(batches).drop_columns(["schema"]).to_pylist()  # type: ignore[no-any-return]
+
+
+def test_small_input_batches_are_decoded_together_in_order_and_bounded(monkeypatch) -> None:
+    from ticdc_spark.spark import decode as stage
+
+    options, small = _small_canal_batches(15)
     alone = [list(stage.decode_batches(iter([b]), "canal-json", options)) for b in small]
     monkeypatch.setattr(stage, "COALESCE_RECORDS", 30)
-    joined = list(stage._coalesced(iter(small)))
-    assert [b.num_rows for b in joined[:-1]] == [28] * (len(joined) - 1)  # 4 of 7 fit in 30
-    assert pa.Table.from_batches(joined).equals(pa.Table.from_batches(small))
+    joining = stage._Joining()
+    assert [len(g) for g in stage._coalesced(iter(small[:3]), joining)] == [1, 1, 1]  # (unseen)
+    joining.per_record = 1.0
+    groups = list(stage._coalesced(iter(small), joining))
+    assert [len(g) for g in groups[:-1]] == [4] * (len(groups) - 1)  # 4 of 7 records fit in 30
+    assert [b for g in groups for b in g] == small
     together = list(stage.decode_batches(iter(small), "canal-json", options))
-    assert len(together) == len(joined) < len(small)
+    # the first batch alone (to see how large its changelog is), then groups of four
+    assert len(together) == 1 + -(-(len(small) - 1) // 4) < len(small)
     # the same rows in the same order (each output batch names its tables' schemas once)
-    rows = pa.Table.from_batches(together).drop_columns(["schema"]).to_pylist()
-    assert rows == [
-        r
-        for parts in alone
-        for r in pa.Table.from_batches(parts).drop_columns(["schema"]).to_pylist()
-    ]
+    assert _rows_without_schema(together) == [r for p in alone for r in _rows_without_schema(p)]
     for part in together:  # each output batch restates the schema of the tables it holds
-        first = {}
+        first: dict[Any, Any] = {}
         for r in part.to_pylist():
             first.setdefault((r["database"], r["table"]), r)
         assert all(r["schema"] for r in first.values() if r["kind"] == "ROW")
     monkeypatch.setattr(stage, "COALESCE_BYTES", small[0].nbytes + 1)
-    assert len(list(stage._coalesced(iter(small)))) == len(small)  # the byte bound holds too
+    assert len(list(stage._coalesced(iter(small), joining))) == len(small)  # the byte bound
+
+
+def test_batches_join_only_while_their_changelog_stays_bounded(monkeypatch) -> None:
+    """A batch's changelog can be many times its messages (Avro's images name every column):
+    the stage joins only as many records as the bytes per record it has seen allow."""
+    from ticdc_spark.spark import decode as stage
+
+    options, small = _small_canal_batches(16)
+    first = next(stage.decode_batches(iter(small[:1]), "canal-json", options))
+    per_record = first.nbytes / small[0].num_rows
+    monkeypatch.setattr(stage, "MAX_JOINED_OUTPUT_BYTES", int(per_record * 15))
+    out = list(stage.decode_batches(iter(small), "canal-json", options))
+    assert 1 + -(-(len(small) - 1) // 2) <= len(out) < len(small)  # (two of 7 fit in ~15)
+    assert max(b.num_rows for b in out) <= 2 * 7 + 2  # (a DDL row or two beside the rows)
+    monkeypatch.setattr(stage, "MAX_JOINED_OUTPUT_BYTES", int(per_record * 3))
+    assert len(list(stage.decode_batches(iter(small), "canal-json", options))) == len(small)
+
+
+def test_joined_batches_the_batch_path_refuses_are_decoded_as_spark_cut_them(
+    monkeypatch,
+) -> None:
+    from ticdc_spark.spark import decode as stage
+
+    options, small = _small_canal_batches(17)
+    want = _rows_without_schema(list(stage.decode_batches(iter(small), "canal-json", options)))
+    batch_path = stage._Stage._batch_path
+    sizes = []
+
+    def only_small(self: Any, batch: Any, records: Any, before: Any) -> Any:
+        sizes.append(batch.num_rows)
+        return batch_path(self, batch, records, before) if batch.num_rows <= 7 else None
+
+    monkeypatch.setattr(stage._Stage, "_batch_path", only_small)
+    out = list(stage.decode_batches(iter(small), "canal-json", options))
+    assert max(sizes) > 7  # (joined batches were tried, and refused)
+    assert len(out) == len(small)
+    assert _rows_without_schema(out) == want
 
 
 def test_batch_path_reads_null_names_as_the_careful_path_does() -> None:

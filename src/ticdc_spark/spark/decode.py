@@ -24,7 +24,8 @@ __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
 SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset")
 # Input batches larger than this are decoded in slices, so that no changelog batch nears the
-# 2 GiB an Arrow string column can hold (images are at most about twice the wire bytes).
+# 2 GiB an Arrow string column can hold (images are about twice the wire bytes of JSON
+# protocols; Avro's, which name every column, can be far more: see _Joining).
 MAX_INPUT_BYTES = 256 << 20
 # Consecutive small input batches are decoded together up to this many records (or
 # COALESCE_BYTES of them): the column-wise batch paths pay a fixed cost per field and per
@@ -33,6 +34,8 @@ MAX_INPUT_BYTES = 256 << 20
 # rows 1.35x faster in batches of 10,000 than of 2,000 (benchmarks/avro_bench.py).
 COALESCE_RECORDS = 10_000
 COALESCE_BYTES = 64 << 20
+# ... and only while their changelog is expected to stay under this (see _Joining).
+MAX_JOINED_OUTPUT_BYTES = 256 << 20
 
 
 def decode(
@@ -107,27 +110,86 @@ def decode_batches(
     # (the stage's own decoder where the protocol has one: Simple leaves a row whose schema
     # this task has not met in its message, for the consumer to finish, see codec.simple)
     decoder = make_decoder(protocol, options, table_filter=table_filter, stage=True)
-    arrow = (
-        decoder.decode_arrow_batch if compiled and isinstance(decoder, ArrowBatchDecoder) else None
-    )
-    whole = decoder.decode_batch if isinstance(decoder, BatchDecoder) else None
-    stateful = decoder if isinstance(decoder, StatefulDecoder) else None
-    for batch in _bounded(_coalesced(batches)):
-        records = _Records(batch, decoder, fail)
-        before = None if stateful is None else stateful.snapshot()
+    stage = _Stage(decoder, compiled, fail)
+    joining = _Joining()
+    for parts in _coalesced(_bounded(batches), joining):
+        out = stage.fast(parts) if len(parts) > 1 else None
+        if out is not None:
+            joining.saw(out, sum(part.num_rows for part in parts))
+            if out.num_rows:
+                yield out
+            continue
+        for part in parts:  # (alone, or a joined batch the fast paths did not take: as before)
+            out = stage.decoded(part)
+            joining.saw(out, part.num_rows)
+            if out.num_rows:
+                yield out
+
+
+# What Arrow raises when a changelog batch cannot be built from the decoded rows.
+_UNFIT = (ArithmeticError, TypeError, ValueError)  # pyarrow's ArrowInvalid/TypeError among them
+
+
+class _Stage:
+    """One task's decoder and the ways it decodes an Arrow batch of Kafka records."""
+
+    def __init__(self, decoder: Decoder, compiled: bool, fail: bool) -> None:
+        self.decoder, self.fail = decoder, fail
+        self.arrow = (
+            decoder.decode_arrow_batch
+            if compiled and isinstance(decoder, ArrowBatchDecoder)
+            else None
+        )
+        self.whole = decoder.decode_batch if isinstance(decoder, BatchDecoder) else None
+        self.stateful = decoder if isinstance(decoder, StatefulDecoder) else None
+
+    def fast(self, parts: list[Any]) -> Any:
+        """The changelog of batches joined into one by the decoder's batch path, or None
+        (the decoder put back where it stood) when the batches do not join or the path does
+        not take them: then each is decoded on its own, as Spark cut them."""
+        import pyarrow as pa
+
+        if self.arrow is None and self.whole is None:
+            return None
+        try:
+            batch = pa.concat_batches(parts)
+        except (pa.ArrowException, ValueError):  # (schemas differ: a direct caller's batches)
+            return None
+        before = self._snapshot()
+        out = self._batch_path(batch, _Records(batch, self.decoder, self.fail), before)
+        if out is None:
+            self._restore(before)
+        return out
+
+    def decoded(self, batch: Any) -> Any:
+        """The changelog of one batch: by the batch path, else one message at a time, where
+        every check runs; should Arrow still refuse the rows, each record on its own."""
+        records = _Records(batch, self.decoder, self.fail)
+        before = self._snapshot()
+        out = self._batch_path(batch, records, before)
+        if out is not None:
+            return out
+        try:
+            self._restore(before)  # (the replay starts where the first pass did)
+            return records.one_by_one()
+        except _UNFIT:  # a value no changelog column can hold (an integer past int64)
+            self._restore(before)
+            return records.isolated()
+
+    def _batch_path(self, batch: Any, records: _Records, before: Any) -> Any:
         out = None
-        if arrow is not None:
+        if self.arrow is not None:
             try:
-                out = arrow(batch, records.decode_one, records.builder)
+                out = self.arrow(batch, records.decode_one, records.builder)
             except _UNFIT:
                 out = None
             if out is None:  # (rows the careful path added before the failure must not stay)
                 records.builder = ChangelogBuilder()
-        if out is None and whole is not None:
-            if arrow is not None:
-                _restore(stateful, before)
+        if out is None and self.whole is not None:
+            if self.arrow is not None:
+                self._restore(before)
             try:
-                whole(
+                self.whole(
                     records.values,
                     records.topics,
                     records.partitions,
@@ -138,47 +200,53 @@ def decode_batches(
                 out = records.builder.to_batch()
             except _UNFIT:
                 pass
-        if out is None:
-            try:
-                _restore(stateful, before)  # (the replay starts where the first pass did)
-                out = records.one_by_one()
-            except _UNFIT:  # a value no changelog column can hold (an integer past int64)
-                _restore(stateful, before)
-                out = records.isolated()
-        if out.num_rows:
-            yield out
+        return out
+
+    def _snapshot(self) -> Any:
+        return None if self.stateful is None else self.stateful.snapshot()
+
+    def _restore(self, snapshot: Any) -> None:
+        if self.stateful is not None:
+            self.stateful.restore(snapshot)
 
 
-def _restore(decoder: StatefulDecoder | None, snapshot: Any) -> None:
-    if decoder is not None:
-        decoder.restore(snapshot)
+class _Joining:
+    """How many records the stage may join into one batch now.
+
+    The changelog of a batch can be far larger than its messages: an Avro image names every
+    column (a table of 4,096 nullable columns with 64-character names made 262 KB of
+    changelog from 4 KB of message), so the stage joins batches only while the changelog it
+    expects of them, at the most bytes per record this task has seen, stays under
+    :data:`MAX_JOINED_OUTPUT_BYTES`; until it has seen a changelog, it joins nothing."""
+
+    def __init__(self) -> None:
+        self.per_record: float | None = None
+
+    def saw(self, changelog: Any, records: int) -> None:
+        per = changelog.nbytes / max(records, 1)
+        self.per_record = per if self.per_record is None else max(self.per_record, per)
+
+    def most(self) -> int:
+        if self.per_record is None:
+            return 0
+        return min(COALESCE_RECORDS, int(MAX_JOINED_OUTPUT_BYTES / max(self.per_record, 1.0)))
 
 
-# What Arrow raises when a changelog batch cannot be built from the decoded rows.
-_UNFIT = (ArithmeticError, TypeError, ValueError)  # pyarrow's ArrowInvalid/TypeError among them
-
-
-def _coalesced(batches: Iterator[Any]) -> Iterator[Any]:
-    """The batches, consecutive ones joined (in order) up to :data:`COALESCE_RECORDS` records
-    or :data:`COALESCE_BYTES`; a batch past either bound passes alone."""
-    import pyarrow as pa
-
+def _coalesced(batches: Iterator[Any], joining: _Joining) -> Iterator[list[Any]]:
+    """The batches in order, consecutive ones grouped to be decoded together up to
+    ``joining.most()`` records and :data:`COALESCE_BYTES`; a batch past a bound goes alone."""
     pending: list[Any] = []
     records = size = 0
     for batch in batches:
         if pending and (
-            records + batch.num_rows > COALESCE_RECORDS or size + batch.nbytes > COALESCE_BYTES
+            records + batch.num_rows > joining.most() or size + batch.nbytes > COALESCE_BYTES
         ):
-            yield _joined(pending, pa)
+            yield pending
             pending, records, size = [], 0, 0
         pending.append(batch)
         records, size = records + batch.num_rows, size + batch.nbytes
     if pending:
-        yield _joined(pending, pa)
-
-
-def _joined(batches: list[Any], pa: Any) -> Any:
-    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
+        yield pending
 
 
 def _bounded(batches: Iterator[Any]) -> Iterator[Any]:
