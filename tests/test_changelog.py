@@ -234,3 +234,27 @@ def test_a_value_arrow_cannot_hold_becomes_a_dead_letter() -> None:
     assert out.num_rows == expected.num_rows + 1
     with pytest.raises(DecodeError, match="cdc/0@77777"):
         list(decode_batches(iter([batch]), "canal-json", options, fail=True))
+
+
+@pytest.mark.parametrize("protocol", ["avro", "canal-json"])
+def test_large_var_type_columns_decode_as_the_default_ones(protocol: str) -> None:
+    """With spark.sql.execution.arrow.useLargeVarTypes Spark sends large_binary and
+    large_string columns (Avro's batch path had no kernel for them and the task died)."""
+    from ticdc_spark.codec import make_encoder
+    from ticdc_spark.spark.decode import decode_batches
+    from ticdc_spark.workload import Workload
+
+    options = {"enable-tidb-extension": "true"}
+    if protocol == "avro":
+        options["schema-registry"] = "mock://large-var-types"
+    events = list(Workload(seed=18, rows=40, tables=1).events())
+    messages = [m for m in make_encoder(protocol, options).encode(events) if m.value]
+    for offset, message in enumerate(messages):
+        message.topic, message.partition, message.offset = "t", 0, offset
+    batch = kafka_batch(messages)
+    large = {pa.binary(): pa.large_binary(), pa.string(): pa.large_string()}
+    wide = batch.cast(pa.schema([f.with_type(large.get(f.type, f.type)) for f in batch.schema]))
+    assert wide.schema.field("value").type == pa.large_binary()
+    want = _rows_without_schema(list(decode_batches(iter([batch]), protocol, options)))
+    got = _rows_without_schema(list(decode_batches(iter([wide]), protocol, options)))
+    assert got == want and any(r["kind"] == "ROW" for r in got)

@@ -112,7 +112,7 @@ def decode_batches(
     decoder = make_decoder(protocol, options, table_filter=table_filter, stage=True)
     stage = _Stage(decoder, compiled, fail)
     joining = _Joining()
-    for parts in _coalesced(_bounded(batches), joining):
+    for parts in _coalesced(map(_narrowed, _bounded(batches)), joining):
         out = stage.fast(parts) if len(parts) > 1 else None
         if out is not None:
             joining.saw(out, sum(part.num_rows for part in parts))
@@ -247,6 +247,19 @@ def _coalesced(batches: Iterator[Any], joining: _Joining) -> Iterator[list[Any]]
         records, size = records + batch.num_rows, size + batch.nbytes
     if pending:
         yield pending
+
+
+def _narrowed(batch: Any) -> Any:
+    """The batch with 32-bit offsets, as Spark's Kafka columns have them by default: with
+    ``spark.sql.execution.arrow.useLargeVarTypes`` Spark sends large_binary and large_string,
+    which the batch paths do not read.  (A batch is at most MAX_INPUT_BYTES here: it fits.)"""
+    import pyarrow as pa
+
+    narrow = {pa.large_binary(): pa.binary(), pa.large_string(): pa.string()}
+    if not any(field.type in narrow for field in batch.schema):
+        return batch
+    fields = [field.with_type(narrow.get(field.type, field.type)) for field in batch.schema]
+    return batch.cast(pa.schema(fields))
 
 
 def _bounded(batches: Iterator[Any]) -> Iterator[Any]:
