@@ -59,6 +59,7 @@ __all__ = [
     "escape_element",
     "format_time",
     "full_type_desc",
+    "int64_cast",
     "parse_column_type",
     "plain_type_desc",
     "text_formatter",
@@ -135,6 +136,13 @@ _ALIASES = {
 
 # Integer ranges, for checks and for the value-dependent codes of some protocols.
 INT_BITS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "bigint": 64}
+
+
+def int64_cast(value: int) -> int:
+    """A BIGINT UNSIGNED value past 2**63-1 as Go's ``int64(uint64)`` leaves it (TiCDC writes
+    such values so); any other value unchanged (one past 2**64 is no uint64: the writer
+    that checks the range refuses it)."""
+    return value - (1 << 64) if (1 << 63) <= value < (1 << 64) else value
 
 
 @dataclass(frozen=True, slots=True)

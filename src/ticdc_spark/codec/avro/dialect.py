@@ -18,13 +18,12 @@ from typing import Any
 
 from ticdc_spark.codec.convert import MYSQL_TEXT_DECODERS, MYSQL_TEXT_ENCODERS, Converter, Dialect
 from ticdc_spark.codec.convert import constant as _constant
-from ticdc_spark.types import ColumnType, Family, to_float32
+from ticdc_spark.types import ColumnType, Family, int64_cast, to_float32
 
 __all__ = ["dialect_for"]
 
 _U64 = 1 << 64
 _WIDE = Context(prec=200)  # DECIMAL has up to 65 digits: more than the default context's 28
-_I64_MAX = (1 << 63) - 1
 
 
 def _same(value: Any) -> Any:
@@ -38,12 +37,8 @@ def _is_bigint_unsigned(ctype: ColumnType) -> bool:
 # -- canonical value -> Avro datum --------------------------------------------------------------
 
 
-def _wrap_u64(value: int) -> int:
-    return value - _U64 if _I64_MAX < value < _U64 else value  # (past 2**64: refused later)
-
-
 def _integer_long(ctype: ColumnType) -> Converter:
-    return _wrap_u64 if _is_bigint_unsigned(ctype) else _same
+    return int64_cast if _is_bigint_unsigned(ctype) else _same
 
 
 def _integer_string(ctype: ColumnType) -> Converter:

@@ -39,7 +39,7 @@ from decimal import Decimal
 from typing import Any
 
 from ticdc_spark.codec.convert import FAMILIES, Converter, Dialect, constant
-from ticdc_spark.types import ColumnType, Family, ZeroDate, format_float32, to_float32
+from ticdc_spark.types import ColumnType, Family, ZeroDate, format_float32, int64_cast, to_float32
 
 __all__ = [
     "DEBEZIUM",
@@ -58,7 +58,6 @@ EPOCH_DATE = dt.date(1970, 1, 1)
 _MIN_TIMESTAMP = dt.datetime(1970, 1, 1, 0, 0, 1)
 _ZERO_TIMESTAMP_TEXT = "1970-01-01T00:00:00Z"
 _INT64 = 1 << 64
-_INT63 = 1 << 63
 _MICROS = dt.timedelta(microseconds=1)
 
 
@@ -175,7 +174,7 @@ def _time_writer(value: dt.timedelta) -> int:
 
 def _integer_writer(ctype: ColumnType) -> Converter:
     if ctype.name == "bigint" and ctype.unsigned:
-        return lambda v: v - _INT64 if v >= _INT63 else v
+        return int64_cast
     return _identity
 
 

@@ -27,7 +27,7 @@ import orjson
 
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import RowChecksum
-from ticdc_spark.types import INT_BITS, ColumnType, Family
+from ticdc_spark.types import INT_BITS, ColumnType, Family, int64_cast
 
 __all__ = ["SCHEMA", "VARINTS", "VARINT_PAIRS", "dml_head", "dml_members", "dml_options"]
 __all__ += ["dml_type", "long_bytes", "plan_column", "read_message", "row_map_bytes", "varint"]
@@ -162,7 +162,7 @@ _HOW = {
 def _as_int64(value: int, bits: int) -> int:
     """A uint64 (a column of more than 63 bits) cast to int64 as TiCDC casts it; anything
     else as it is (out of range, the long's writer refuses it)."""
-    return value - (1 << 64) if bits > 64 and _I64_MAX < value < 1 << 64 else value
+    return int64_cast(value) if bits > 64 else value
 
 
 def row_map_bytes(columns: tuple[PlanColumn, ...], image: dict[str, Any]) -> bytes:

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from ticdc_spark.codec.convert import FAMILIES, NORMALIZED, Converter, Dialect, constant
-from ticdc_spark.types import ColumnType, Family, to_float32
+from ticdc_spark.types import ColumnType, Family, int64_cast, to_float32
 
 __all__ = [
     "LONG",
@@ -93,11 +93,6 @@ def json_dialect(location: str) -> Dialect:
 # -- Avro -------------------------------------------------------------------------------------
 
 
-def _int64(value: int) -> int:
-    """A uint64 as TiCDC's int64 cast leaves it."""
-    return value - (1 << 64) if _I64_MAX < value < 1 << 64 else value
-
-
 def _checked_long(value: Any) -> int:
     if type(value) is not int or not _I64_MIN <= value <= _I64_MAX:
         raise ValueError(f"expected a 64-bit integer, got {value!r}")
@@ -113,7 +108,7 @@ def _unsigned_long(value: Any) -> int:
 
 def _avro_integer_encoder(ctype: ColumnType) -> Converter:
     if ctype.name == "bigint" and ctype.unsigned:
-        return lambda value: (UNSIGNED_RECORD, {"value": _int64(value)})
+        return lambda value: (UNSIGNED_RECORD, {"value": int64_cast(value)})
     return lambda value: (LONG, value)
 
 
@@ -122,7 +117,7 @@ def _avro_integer_decoder(ctype: ColumnType) -> Converter:
 
 
 def _long_encoder(ctype: ColumnType) -> Converter:
-    return lambda value: (LONG, _int64(value))
+    return lambda value: (LONG, int64_cast(value))
 
 
 def _text_encoder(ctype: ColumnType) -> Converter:
