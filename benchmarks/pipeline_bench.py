@@ -282,7 +282,7 @@ def transfer_floor(
         from pyspark import TaskContext
 
         parse = read() if read is not None else None
-        task = TaskContext.get().partitionId()  # type: ignore[union-attr] (in a task: set)
+        task = TaskContext.get().partitionId()  # type: ignore[union-attr]
         for k, batch in enumerate(batches):
             if parse is not None:
                 parse(batch)
@@ -328,7 +328,7 @@ def _answers(df: Any, protocol: str, options: dict[str, str]) -> Any:
 
         from ticdc_spark.changelog import arrow_schema
 
-        task = TaskContext.get().partitionId()  # type: ignore[union-attr] (in a task: set)
+        task = TaskContext.get().partitionId()  # type: ignore[union-attr]
         for k, batch in enumerate(batches):
             path = answer(task, k, batch)
             with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, arrow_schema()) as out:
