@@ -23,6 +23,7 @@ from strategies import values_of
 from ticdc_spark.cli import main
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.avro import schema as avro_schema
+from ticdc_spark.codec.avro.decoder import AvroDecoder
 from ticdc_spark.codec.avro.dialect import dialect_for
 from ticdc_spark.codec.avro.registry import Retries, SchemaRegistry, registry
 from ticdc_spark.codec.avro.wire import frame
@@ -251,6 +252,40 @@ def test_delete_is_a_tombstone_with_the_key() -> None:
     assert back[1].kind is RowKind.DELETE
     assert (back[1].before, back[1].commit_ts) == ({"id": 7}, 0)
     assert back[1].schema == back[0].schema  # the table's columns as its last value schema
+
+
+def test_a_restored_decoder_names_tombstones_as_it_did_before() -> None:
+    """(The decode stage restores the decoder before decoding a batch again one record at a
+    time, codec.base.StatefulDecoder.)  A tombstone names its table's columns by the newest
+    value schema of its rows before it: replayed after a restore, a tombstone ahead of its
+    table's next schema names the older one again, as it did the first time, and one after
+    it the newer one."""
+    options = {"schema-registry": "mock://restore", "enable-tidb-extension": "true"}
+    encoder, decoder = make_encoder("avro", options), make_decoder("avro", options)
+    key = (Index("PRIMARY", ("id",), primary=True, unique=True),)
+    old = TableSchema("d", "t", (Column("id", T("int"), nullable=False),), key)
+    new = TableSchema("d", "t", (*old.columns, Column("v", T("int"))), key)
+    first, tombstone, later = encoder.encode(
+        [
+            RowChange(RowKind.INSERT, old, 5 << 18, None, {"id": 1}),
+            RowChange(RowKind.DELETE, old, 6 << 18, {"id": 1}, None),
+            RowChange(RowKind.INSERT, new, 7 << 18, None, {"id": 2, "v": 3}),
+        ]
+    )
+    assert isinstance(decoder, AvroDecoder)
+
+    def columns_named() -> list[tuple[str, ...]]:
+        events = [e for m in (tombstone, later, tombstone) for e in decoder.decode(m)]
+        return [tuple(c.name for c in e.schema.columns) for e in events]
+
+    decoder.decode(first)
+    saved = decoder.snapshot()
+    assert columns_named() == [("id",), ("id", "v"), ("id", "v")]
+    decoder.restore(saved)
+    assert columns_named() == [("id",), ("id", "v"), ("id", "v")]
+    assert columns_named()[0] == ("id", "v")  # (without a restore: the newer one)
+    decoder.decode(first)  # (an older schema's row does not take the table back)
+    assert columns_named()[0] == ("id", "v")
 
 
 def test_delete_of_a_table_without_key_is_refused() -> None:

@@ -275,7 +275,8 @@ class BatchDecoder(Protocol):
 @runtime_checkable
 class StatefulDecoder(Protocol):
     """A decoder whose state, learned from the messages it decodes, changes how later ones
-    decode (Simple's schemas by version).  The Spark decode stage takes a snapshot before a
+    decode (Simple's schemas by version, Debezium's guessed types, the newest schema of each
+    table a tombstone names in Avro).  The Spark decode stage takes a snapshot before a
     batch's fast path and restores it before decoding that batch again one record at a time
     (when Arrow refuses the fast path's rows), so that the second pass starts from where the
     first did."""

@@ -152,7 +152,8 @@ def _groups(
     """The records grouped by their headers (found by Arrow, not a loop over the records),
     each group with the plan its header has; every other record through ``careful``, in
     record order (the one decode path makes the plans, and a tombstone names its table's
-    columns by the value schema last planned before it, as one record at a time does)."""
+    columns by the newest value schema of its table planned before it, as one record at a
+    time does)."""
     import numpy as np
 
     codes = _header_codes(batch)

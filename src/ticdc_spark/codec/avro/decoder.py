@@ -102,7 +102,19 @@ class AvroDecoder(DecoderBase):
         self.table_filter = table_filter
         self._records: dict[int, _Record] = {}
         self._plans: dict[bytes, _Plan] = {}
-        self._last_value: dict[tuple[str, str], int] = {}  # table -> its last value schema id
+        # table -> the newest value schema id of its rows so far (a registry numbers schemas
+        # in the order they are registered): the columns its tombstones name
+        self._newest: dict[tuple[str, str], int] = {}
+
+    def snapshot(self) -> dict[tuple[str, str], int]:
+        """Each table's newest value schema id so far (``codec.base.StatefulDecoder``)."""
+        return dict(self._newest)
+
+    def restore(self, snapshot: dict[tuple[str, str], int]) -> None:
+        """Back to ``snapshot``; the plans made since are dropped too, so that a replay plans
+        (and so meets the newer schemas) where the first pass did."""
+        self._newest = dict(snapshot)
+        self._plans.clear()
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
         try:
@@ -161,7 +173,7 @@ class AvroDecoder(DecoderBase):
         key_id, _ = unframe(key, "key")
         key_record = self._record(key_id)
         database, table_name = avro_schema.record_names(key_record.record)
-        value_id = self._last_value.get((database, table_name))
+        value_id = self._newest.get((database, table_name))
         table = self._table(value_id, key_id)
         if self.table_filter is not None and self._filtered(table):
             return
@@ -177,7 +189,10 @@ class AvroDecoder(DecoderBase):
         if key_id is not None:
             self._record(key_id)
         table = self._table(value_id, key_id)
-        self._last_value[(table.database, table.table)] = value_id
+        # (every row's schema is planned before it is read: the newest is kept here; a plan
+        # made again after the cache was cleared never takes a table back to an older one)
+        name = (table.database, table.table)
+        self._newest[name] = max(value_id, self._newest.get(name, value_id))
         # The changelog's schema JSON has the value schema's id as the table's version (the
         # events have none: an id is the registry's, not the table's).  It orders a table's
         # schemas (a registry numbers schemas in the order they are registered; TiCDC
