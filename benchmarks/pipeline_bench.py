@@ -266,79 +266,104 @@ def transfer_floor(
     read: Any = None,
 ) -> Any:
     """The transfer floor: the Kafka columns moved into the Python workers and the changelog
-    of those very rows moved back, decoded beforehand (:func:`_answers`: each task reads its
-    batch's changelog from a memory-mapped Arrow file); with ``read`` (made in the worker:
-    ``read()`` gives a function of an input batch), each batch is also read by it and the
-    result dropped (the parse floor)."""
+    of those very rows moved back, decoded beforehand (:func:`_answers`: each task reads the
+    stage's output from a memory-mapped Arrow file and hands each batch back when the stage
+    did, after the same input batch); with ``read`` (made in the worker: ``read()`` gives a
+    function of an input batch), each batch is also read by it and the result dropped (the
+    parse floor)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from ticdc_spark.changelog import arrow_schema
     from ticdc_spark.spark.decode import SOURCE_COLUMNS
 
-    answer = _answers(df, protocol, options or CANAL)
+    answer, batch_id = _answers(df, protocol, options or CANAL)
 
     def run(batches: Any) -> Any:
+        import json
+
         import pyarrow as pa
         from pyspark import TaskContext
 
         parse = read() if read is not None else None
         task = TaskContext.get().partitionId()  # type: ignore[union-attr]
+        with open(f"{answer}/{task}.json") as schedule_file:
+            schedule = json.load(schedule_file)
+        ready = pa.ipc.open_file(pa.memory_map(f"{answer}/{task}.arrow"))
+        out = 0
         for k, batch in enumerate(batches):
             if parse is not None:
                 parse(batch)
-            try:
-                ready = pa.ipc.open_file(pa.memory_map(answer(task, k, batch))).read_all()
-            except FileNotFoundError:  # (Spark cut the batches otherwise: no floor then)
-                raise RuntimeError(f"no decoded answer for batch {k} of task {task}") from None
-            yield from ready.to_batches()
+            if k >= len(schedule["inputs"]) or schedule["inputs"][k] != batch_id(batch):
+                raise RuntimeError(f"batch {k} of task {task} is not the one decoded beforehand")
+            while out < len(schedule["after"]) and schedule["after"][out] <= k + 1:
+                yield ready.get_batch(out)
+                out += 1
+        while out < len(schedule["after"]):
+            yield ready.get_batch(out)
+            out += 1
 
     return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
 
 
-_ANSWERS: dict[tuple[int, str], Any] = {}
+_ANSWERS: dict[tuple[int, str, str], tuple[Any, str, Any]] = {}
 
 
-def _answers(df: Any, protocol: str, options: dict[str, str]) -> Any:
-    """The changelog of each Arrow batch the tasks over ``df`` get, decoded one batch at a
-    time as Spark cuts them into files of a temporary directory, once per frame and
-    protocol: the floor hands back each batch's own changelog (copies of a task's first
-    batch, as it did before, understate the transfer when that batch is of a narrower table
-    than the rest: 4 sbtest columns for 50 all-types ones).  Returns the path of a batch's
-    answer, a function of (task, the batch's place in the task, the batch) made here (the
-    workers cannot import this script)."""
+def _answers(df: Any, protocol: str, options: dict[str, str]) -> tuple[str, Any]:
+    """A temporary directory holding, for each task over ``df``, the changelog batches the
+    decode stage yields (``{task}.arrow``) and its schedule (``{task}.json``: each input
+    batch's first offset and size, and how many input batches the stage had taken when it
+    yielded each output batch), made once per frame, protocol and options.  The floor hands
+    back the stage's very output as the stage hands it back: the same rows (copies of a
+    task's first batch, as before, understate the transfer when that batch is of a narrower
+    table than the rest: 4 sbtest columns for 39 all-types ones), the same joined batches,
+    and the same decoder state carried from batch to batch (Simple's schemas).  Returns the
+    directory and the function naming an input batch by its first offset and size, made
+    here (the workers cannot import this script)."""
     import atexit
     import shutil
     import tempfile
 
     from ticdc_spark.spark.decode import SOURCE_COLUMNS, decode_batches
 
-    made = _ANSWERS.get((id(df), protocol))
-    if made is not None:
-        return made
+    key = (id(df), protocol, json.dumps(options, sort_keys=True))
+    made = _ANSWERS.get(key)
+    if made is not None and made[0] is df:
+        return made[1], made[2]
     directory = tempfile.mkdtemp(prefix="floor-answers-")
     atexit.register(shutil.rmtree, directory, True)
 
-    def answer(task: int, k: int, batch: Any) -> str:
-        first = batch.column("offset")[0].as_py() if batch.num_rows else -1
-        return f"{directory}/{task}-{k}-{first}-{batch.num_rows}.arrow"
+    def batch_id(batch: Any) -> list[int]:
+        return [batch.column("offset")[0].as_py() if batch.num_rows else -1, batch.num_rows]
 
     def write(batches: Any) -> Any:
+        import json
+
         import pyarrow as pa
         from pyspark import TaskContext
 
         from ticdc_spark.changelog import arrow_schema
 
         task = TaskContext.get().partitionId()  # type: ignore[union-attr]
-        for k, batch in enumerate(batches):
-            path = answer(task, k, batch)
-            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, arrow_schema()) as out:
-                for changelog in decode_batches(iter([batch]), protocol, options):
-                    out.write_batch(changelog)
-            yield pa.RecordBatch.from_pydict({"n": [batch.num_rows]})
+        inputs: list[list[int]] = []
+        after: list[int] = []
+
+        def taken() -> Any:
+            for batch in batches:
+                inputs.append(batch_id(batch))
+                yield batch
+
+        path = f"{directory}/{task}.arrow"
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, arrow_schema()) as out:
+            for changelog in decode_batches(taken(), protocol, options):
+                out.write_batch(changelog)
+                after.append(len(inputs))
+        with open(f"{directory}/{task}.json", "w") as schedule:
+            json.dump({"inputs": inputs, "after": after}, schedule)
+        yield pa.RecordBatch.from_pydict({"n": [len(inputs)]})
 
     df.select(*SOURCE_COLUMNS).mapInArrow(write, "n long").collect()
-    _ANSWERS[(id(df), protocol)] = answer
-    return answer
+    _ANSWERS[key] = (df, directory, batch_id)
+    return directory, batch_id
 
 
 def parse_floor(df: Any, protocol: str, options: dict[str, str] | None = None) -> Any:

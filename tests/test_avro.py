@@ -282,6 +282,8 @@ def test_a_restored_decoder_names_tombstones_as_it_did_before() -> None:
     saved = decoder.snapshot()
     assert columns_named() == [("id",), ("id", "v"), ("id", "v")]
     decoder.restore(saved)
+    assert decoder.known_plan(first.value, first.key) is not None  # (made before: kept)
+    assert decoder.known_plan(later.value, later.key) is None  # (made since: planned again)
     assert columns_named() == [("id",), ("id", "v"), ("id", "v")]
     assert columns_named()[0] == ("id", "v")  # (without a restore: the newer one)
     decoder.decode(first)  # (an older schema's row does not take the table back)

@@ -103,18 +103,27 @@ class AvroDecoder(DecoderBase):
         self._records: dict[int, _Record] = {}
         self._plans: dict[bytes, _Plan] = {}
         # table -> the newest value schema id of its rows so far (a registry numbers schemas
-        # in the order they are registered): the columns its tombstones name
+        # in the order they are registered; the consumer orders them so too, see "Tables that
+        # follow their rows' schemas" in docs/pipeline.md): the columns its tombstones name
         self._newest: dict[tuple[str, str], int] = {}
+        self._plans_cleared = 0  # (times the plan cache was emptied: see restore)
 
-    def snapshot(self) -> dict[tuple[str, str], int]:
-        """Each table's newest value schema id so far (``codec.base.StatefulDecoder``)."""
-        return dict(self._newest)
+    def snapshot(self) -> tuple[dict[tuple[str, str], int], int, int]:
+        """Each table's newest value schema id so far (``codec.base.StatefulDecoder``), and
+        where the plan cache stood (its size, how many times it was cleared)."""
+        return dict(self._newest), len(self._plans), self._plans_cleared
 
-    def restore(self, snapshot: dict[tuple[str, str], int]) -> None:
+    def restore(self, snapshot: tuple[dict[tuple[str, str], int], int, int]) -> None:
         """Back to ``snapshot``; the plans made since are dropped too, so that a replay plans
         (and so meets the newer schemas) where the first pass did."""
-        self._newest = dict(snapshot)
-        self._plans.clear()
+        newest, planned, cleared = snapshot
+        self._newest = dict(newest)
+        if cleared != self._plans_cleared:
+            self._plans.clear()
+            self._plans_cleared += 1
+        else:  # (a dict keeps its insertion order: the plans made since are its last ones)
+            for header in list(self._plans)[planned:]:
+                del self._plans[header]
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
         try:
@@ -202,6 +211,7 @@ class AvroDecoder(DecoderBase):
         plan = _Plan(self._record(value_id), table, text, table.handle_key)
         if len(self._plans) >= _PLANS_KEPT:
             self._plans.clear()
+            self._plans_cleared += 1
         self._plans[value[:HEADER_SIZE] + key[:HEADER_SIZE]] = plan
         return plan
 
