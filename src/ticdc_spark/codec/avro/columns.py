@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
-from ticdc_spark.codec.avro.vectorized import replaced
+from ticdc_spark.codec.avro.vectorized import padded_bytes, replaced
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.types import ColumnType, Family
 
@@ -214,11 +214,7 @@ def _positional(texts: Any) -> Any:
     n = len(texts)
     valid = pc.match_substring_regex(texts, _EXPONENT_FORM).fill_null(False)
     valid = valid.to_numpy(zero_copy_only=False)
-    offsets = np.frombuffer(texts.buffers()[1], np.int32, n + 1, texts.offset * 4)
-    offsets = offsets.astype(np.int64)
-    data = np.zeros(int(offsets[-1]) + 4, np.uint8)  # (padded: reads past a row stay in)
-    if texts.buffers()[2] is not None and offsets[-1]:
-        data[: offsets[-1]] = np.frombuffer(texts.buffers()[2], np.uint8, int(offsets[-1]))
+    offsets, data = padded_bytes(texts, 4)  # (reads past a row's end stay in)
     starts, ends = offsets[:-1], offsets[1:]
     e = starts + pc.find_substring(texts, "e").fill_null(0).to_numpy(zero_copy_only=False)
     negative = (data[starts] == ord("-")).astype(np.int64)

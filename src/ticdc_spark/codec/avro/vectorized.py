@@ -23,7 +23,7 @@ from typing import Any
 
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 
-__all__ = ["FieldKind", "field_kinds", "read_columns", "replaced"]
+__all__ = ["FieldKind", "field_kinds", "padded_bytes", "read_columns", "replaced"]
 
 # (field name, Avro primitive, nullable, (precision, scale) of a decimal or None)
 FieldKind = tuple[str, str, bool, "tuple[int, int] | None"]
@@ -65,15 +65,8 @@ def read_columns(kinds: list[FieldKind], values: Any) -> tuple[dict[str, Any], A
     """({field name: its values as an Arrow array}, which records read) for an Arrow binary
     array of framed values (headers already matched).  Decimals come as their text; the
     arrays hold every record, those that did not read as nulls."""
-    import numpy as np
 
-    n = len(values)
-    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
-    offsets = offsets.astype(np.int64)
-    raw = values.buffers()[2]
-    data = np.zeros(int(offsets[-1]) + _PAD, np.uint8)
-    if raw is not None and offsets[-1]:
-        data[: offsets[-1]] = np.frombuffer(raw, np.uint8, int(offsets[-1]))
+    offsets, data = padded_bytes(values, _PAD)
     cursor = _Cursor(data, offsets[:-1] + HEADER_SIZE, offsets[1:])
     columns = {}
     for name, primitive, nullable, decimal in kinds:
@@ -81,6 +74,21 @@ def read_columns(kinds: list[FieldKind], values: Any) -> tuple[dict[str, Any], A
         columns[name] = cursor.column(primitive, present, decimal)
     cursor.ok &= cursor.pos == cursor.end
     return columns, cursor.ok
+
+
+def padded_bytes(array: Any, pad: int) -> tuple[Any, Any]:
+    """(offsets as int64, the data bytes followed by ``pad`` zero bytes) of an Arrow binary
+    or string array: numpy gathers a fixed number of bytes past a position stay in bounds."""
+    import numpy as np
+
+    n = len(array)
+    offsets = np.frombuffer(array.buffers()[1], np.int32, n + 1, array.offset * 4)
+    offsets = offsets.astype(np.int64)
+    raw = array.buffers()[2]
+    data = np.zeros(int(offsets[-1]) + pad, np.uint8)
+    if raw is not None and offsets[-1]:
+        data[: offsets[-1]] = np.frombuffer(raw, np.uint8, int(offsets[-1]))
+    return offsets, data
 
 
 class _Cursor:
