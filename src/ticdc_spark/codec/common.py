@@ -78,6 +78,20 @@ def as_decode_error(protocol: str, message: Message, exc: Exception) -> DecodeEr
     return DecodeError(reason, protocol=protocol, position=message.position, payload=message.value)
 
 
+def refuse_empty(message: Message, parts: tuple[str, ...] = ("value", "key")) -> None:
+    """A key or value of 0 bytes is not a null one: for a protocol where a null value means a
+    delete (an Avro tombstone) or a null key a keyless table (Debezium), a record whose bytes
+    were lost must not read as either.  Raises naming the part (of ``parts``: a protocol
+    checks those it reads)."""
+    for part in parts:
+        data = message.value if part == "value" else message.key
+        if data is not None and not data:
+            raise DecodeError(
+                f"the {part} is empty (0 bytes, not null): a record that lost its {part}, "
+                f"not a null {part}"
+            )
+
+
 def loads(data: bytes | str, what: str = "message") -> Any:
     """orjson.loads with a reason that says which part was not JSON."""
     try:

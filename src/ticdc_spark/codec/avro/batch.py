@@ -200,7 +200,8 @@ def _groups(
 
 
 def _header_codes(batch: Any) -> Any:
-    """A number for each record's (value header, key header) pair; -1 without a value."""
+    """A number for each record's (value header, key header) pair; -1 without a value (or
+    with an empty key)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -215,7 +216,10 @@ def _header_codes(batch: Any) -> Any:
     )
     codes = headers.dictionary_encode().indices
     present = pc.fill_null(pc.greater_equal(pc.binary_length(values), HEADER_SIZE), False)
-    codes = pc.if_else(present, pc.fill_null(codes, -1), -1)
+    # (a key that is empty but not null goes to the one decode path, which refuses it: the
+    # header of a null key is empty too)
+    keyed = pc.fill_null(pc.not_equal(pc.binary_length(keys), 0), True)
+    codes = pc.if_else(pc.and_(present, keyed), pc.fill_null(codes, -1), -1)
     return codes.to_numpy(zero_copy_only=False).astype(np.int64)
 
 

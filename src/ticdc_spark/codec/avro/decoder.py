@@ -42,7 +42,7 @@ from ticdc_spark.codec.avro.registry import UnknownSchemaId, registry
 from ticdc_spark.codec.avro.vectorized import FieldKind, field_kinds
 from ticdc_spark.codec.avro.wire import HEADER_SIZE, unframe
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
-from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error
+from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error, refuse_empty
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
@@ -127,9 +127,10 @@ class AvroDecoder(DecoderBase):
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
         try:
-            if message.value:
+            refuse_empty(message)  # (only a null value is a tombstone: issue 24, item 11)
+            if message.value is not None:
                 self._row(message, sink)
-            elif message.key:
+            elif message.key is not None:
                 self._tombstone(message, sink)
             else:
                 raise DecodeError("a record with neither key nor value is no Avro row")

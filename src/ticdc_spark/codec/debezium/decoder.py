@@ -31,7 +31,14 @@ import msgspec
 import orjson
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
-from ticdc_spark.codec.common import LRUCache, decoding, loads, require_dict, str_field
+from ticdc_spark.codec.common import (
+    LRUCache,
+    decoding,
+    loads,
+    refuse_empty,
+    require_dict,
+    str_field,
+)
 from ticdc_spark.codec.convert import NORMALIZED, Converter
 from ticdc_spark.codec.debezium.batch import TICDC_HEAD, TICDC_SCHEMA, decode_batch
 from ticdc_spark.codec.debezium.batch import key_schema_text as _key_schema_text
@@ -300,6 +307,7 @@ class DebeziumDecoder(DecoderBase):
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
         try:
+            refuse_empty(message)  # (a null key is a keyless table, a null value a tombstone)
             if not self._typed_into(message, sink):
                 self._message_into(message, sink)
         except Exception:

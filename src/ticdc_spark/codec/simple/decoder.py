@@ -23,7 +23,7 @@ from ticdc_spark.codec.base import (
     Position,
     RowSink,
 )
-from ticdc_spark.codec.common import decoding, loads, require_dict
+from ticdc_spark.codec.common import decoding, loads, refuse_empty, require_dict
 from ticdc_spark.codec.compiled import BASE64, kind_of
 from ticdc_spark.codec.compiled import values as compiled_values
 from ticdc_spark.codec.convert import NORMALIZED, Dialect
@@ -164,6 +164,7 @@ class SimpleDecoder(DecoderBase):
             return
         where: Position = (message.topic, message.partition or 0, message.offset or 0, 0)
         with decoding(PROTOCOL, message):
+            refuse_empty(message, ("value",))
             value = self._large.decompress(message.value or b"")
             obj = self._parse(value)
             kind = obj.get("type")
