@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ticdc_spark.spark.jars import check_spark_version, spark_settings
 
 __all__ = ["ARROW_BATCH_CONF", "local_session"]
 
@@ -30,13 +32,19 @@ def local_session(
     app: str = "ticdc-spark",
     cores: int = 2,
     settings: Mapping[str, str] | None = None,
+    features: Iterable[str] = (),
     **conf: Any,
 ) -> Any:
     """A local SparkSession: Arrow on, small shuffles, no UI, loopback networking.
 
+    ``features`` names the JVM libraries to load (:data:`ticdc_spark.spark.jars.FEATURES`:
+    ``delta``, ``iceberg``, ``kafka``, ``s3``), resolved from Maven Central and cached.
     ``settings`` (a mapping, e.g. from the command line) and ``conf`` override the defaults,
     :data:`ARROW_BATCH_CONF` included.
     """
+    features = tuple(features)
+    if features:
+        check_spark_version()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers must run this interpreter (with pyarrow and ticdc_spark), not PATH's.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -61,6 +69,7 @@ def local_session(
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
         .config("spark.python.worker.reuse", "true")
     )
-    for key, value in {**ARROW_BATCH_CONF, **(settings or {}), **conf}.items():
+    chosen = {**ARROW_BATCH_CONF, **spark_settings(features), **(settings or {}), **conf}
+    for key, value in chosen.items():
         builder = builder.config(key, str(value))
     return builder.getOrCreate()

@@ -1,0 +1,83 @@
+"""The JVM libraries the pipeline runs on Spark with, resolved from Maven Central.
+
+Spark's table-format and Kafka integrations ship as Maven artifacts, not in PySpark's wheel.
+Each must match Spark's minor version (and Scala's), so the versions are pinned here together
+with PySpark's (``pyproject.toml``): Spark 4.1.1 is the newest line for which Maven Central
+serves all of them on this project's registry (checked 2026-11-28: ``iceberg-spark-runtime``
+stops at Spark 4.1, and ``spark-token-provider-kafka-0-10``, which ``spark-sql-kafka`` needs,
+is served for 4.1.1 only; ``delta-spark`` 4.3.1 is built against Spark 4.1).
+
+They are fetched by Spark itself (``spark.jars.packages``: Apache Ivy, the resolver
+``spark-submit --packages`` uses) on a session's first start and cached per machine under
+Ivy's directory (``~/.ivy2.5.2``, or ``TICDC_SPARK_IVY``); later starts resolve from the cache
+(about 0.1 s).  Air-gapped machines set ``spark.jars`` to local files instead (see
+docs/pipeline.md), or ``spark.jars.repositories`` to a mirror.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from ticdc_spark.errors import ConfigError
+
+__all__ = ["FEATURES", "SPARK_VERSION", "check_spark_version", "spark_settings"]
+
+SPARK_VERSION = "4.1.1"
+
+DELTA = "io.delta:delta-spark_2.13:4.3.1"
+ICEBERG = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
+KAFKA = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"
+# Spark 4.1's Hadoop client is 3.4.2: the S3A connector must be the same release.
+S3A = "org.apache.hadoop:hadoop-aws:3.4.2"
+
+# What each feature needs on the JVM's class path.
+FEATURES: dict[str, tuple[str, ...]] = {
+    "delta": (DELTA,),
+    "iceberg": (ICEBERG,),
+    "kafka": (KAFKA,),
+    "s3": (S3A,),
+}
+_EXTENSIONS = {
+    "delta": "io.delta.sql.DeltaSparkSessionExtension",
+    "iceberg": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+}
+
+
+def check_spark_version() -> None:
+    """Refuse a PySpark other than the one the pinned jars are built for: a mismatch fails
+    deep inside the JVM (``NoSuchMethodError``) long after the job started."""
+    import pyspark
+
+    if pyspark.__version__ != SPARK_VERSION:
+        raise ConfigError(
+            f"PySpark {pyspark.__version__} is installed, but ticdc-spark's Spark libraries "
+            f"(Delta, Iceberg, Kafka) are built for Spark {SPARK_VERSION}: "
+            f'pip install "pyspark=={SPARK_VERSION}"'
+        )
+
+
+def spark_settings(features: Iterable[str]) -> dict[str, str]:
+    """The Spark settings that put ``features`` (names of :data:`FEATURES`) on the session:
+    the packages to resolve, the SQL extensions, and Delta's catalog as the session catalog
+    (what ``delta.`PATH``` tables and Delta's DDL need)."""
+    wanted = sorted(set(features))
+    unknown = [f for f in wanted if f not in FEATURES]
+    if unknown:
+        raise ConfigError(f"unknown Spark features {unknown}: use {sorted(FEATURES)}")
+    if not wanted:
+        return {}
+    settings = {
+        "spark.jars.packages": ",".join(c for f in wanted for c in FEATURES[f]),
+        "spark.jars.ivy": os.environ.get(
+            "TICDC_SPARK_IVY", os.path.join(os.path.expanduser("~"), ".ivy2.5.2")
+        ),
+    }
+    extensions = [_EXTENSIONS[f] for f in wanted if f in _EXTENSIONS]
+    if extensions:
+        settings["spark.sql.extensions"] = ",".join(extensions)
+    if "delta" in wanted:
+        settings["spark.sql.catalog.spark_catalog"] = (
+            "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+        )
+    return settings
