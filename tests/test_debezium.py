@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from ticdc_spark.codec import Message, make_decoder, make_encoder
-from ticdc_spark.ddl_schema import parse_create_table
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.io.capture import read_capture, read_values
 from ticdc_spark.model import (
@@ -27,6 +26,7 @@ from ticdc_spark.model import (
     Watermark,
     compose_ts,
 )
+from ticdc_spark.sql import parse_create_table
 from ticdc_spark.types import ZeroDate
 
 FIXTURES = Path(__file__).parent / "fixtures"

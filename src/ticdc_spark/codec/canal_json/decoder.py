@@ -37,10 +37,10 @@ from ticdc_spark.codec.canal_json.plan import PlanMemo, SchemaTexts
 from ticdc_spark.codec.canal_json.sqltypes import DDL_TYPE_OF_NAME
 from ticdc_spark.codec.common import INPUT_ERRORS, TemporalFsp, loads, require_dict
 from ticdc_spark.codec.largemsg import LargeMessages
-from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import DDLEvent, DDLType, Event, RowKind, Watermark
+from ticdc_spark.sql import classify
 
 __all__ = ["CanalJSONDecoder"]
 
