@@ -34,8 +34,8 @@ from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import RowChange, RowKind, TableSchema
 from ticdc_spark.spark.decode import decode_batches
+from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import parse_column_type
-from ticdc_spark.workload import Workload
 
 URL = "mock://avro-batch"
 OPTIONS = {"schema-registry": URL, "enable-tidb-extension": "true"}

@@ -22,7 +22,7 @@ from ticdc_spark.changelog import arrow_schema
 from ticdc_spark.codec import make_decoder
 from ticdc_spark.codec.canal_json import arrow as canal_arrow
 from ticdc_spark.spark.decode import _Records, decode_batches
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 OPTIONS = {"enable-tidb-extension": "true"}
 

@@ -20,7 +20,7 @@ from ticdc_spark.sql import (
     parse_create_table,
     parse_rename_tables,
 )
-from ticdc_spark.workload import alltypes_schema, create_table_sql, sbtest_schema
+from ticdc_spark.testing.workload import alltypes_schema, create_table_sql, sbtest_schema
 
 TIDB_DDL = """CREATE TABLE `t` (
   `id` bigint(20) NOT NULL /*T![auto_rand] AUTO_RANDOM(5) */,

@@ -408,7 +408,7 @@ def test_arrow_batch_path_gives_what_decoding_one_by_one_gives() -> None:
     records took the batch path."""
     from contract.helpers import kafka_batch
     from ticdc_spark.spark.decode import _Records, decode_batches
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     encoder = make_encoder("debezium", {})
     events = [e for e in Workload(seed=5, rows=400, tables=2).events() if isinstance(e, RowChange)]
