@@ -27,8 +27,9 @@ from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.avro.columns import base64_texts, column_text
 from ticdc_spark.codec.avro.dialect import dialect_for
+from ticdc_spark.codec.avro.plan import field_kinds
 from ticdc_spark.codec.avro.registry import registry
-from ticdc_spark.codec.avro.vectorized import field_kinds, read_columns
+from ticdc_spark.codec.avro.vectorized import read_columns
 from ticdc_spark.codec.avro.wire import HEADER_SIZE, frame
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter

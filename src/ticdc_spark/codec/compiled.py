@@ -33,7 +33,7 @@ from ticdc_spark.types import (
 )
 
 try:
-    from ticdc_spark import _values as values  # type: ignore[attr-defined]
+    import ticdc_spark._values as values  # type: ignore[import-not-found]
 except ImportError:  # built without a C compiler
     values = None
 

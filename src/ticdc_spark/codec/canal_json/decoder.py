@@ -20,7 +20,6 @@ from typing import Any, cast
 import orjson
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, EventSink, Message, RowSink
-from ticdc_spark.codec.canal_json.arrow import decode_batch as decode_arrow
 from ticdc_spark.codec.canal_json.batch import Names, Numbers, OneByOne, Values
 from ticdc_spark.codec.canal_json.batch import decode_batch as decode_values
 from ticdc_spark.codec.canal_json.fields import (
@@ -126,8 +125,10 @@ class CanalJSONDecoder(DecoderBase):
         decodes record ``i`` with every check into ``sink``."""
         if self._compressed:
             return None
+        from ticdc_spark.codec.canal_json.arrow import decode_batch  # (pyarrow: the spark extra)
+
         memo = self._memo
-        return decode_arrow(batch, careful, sink, lambda text: memo.fast_shape(text, sink))
+        return decode_batch(batch, careful, sink, lambda text: memo.fast_shape(text, sink))
 
     # one message ----------------------------------------------------------------------------
 
