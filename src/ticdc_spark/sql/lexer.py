@@ -33,6 +33,8 @@ Token = tuple[str, str]
 
 
 def tokens(sql: str) -> list[Token]:
+    """The statement's tokens; raises :class:`DDLParseError` naming a character the lexer does
+    not know (an unterminated quote among them)."""
     out: list[Token] = []
     pos = 0
     while pos < len(sql):
@@ -56,6 +58,8 @@ def tokens(sql: str) -> list[Token]:
 
 
 def unquote(text: str) -> str:
+    """A quoted string's text: its quotes removed, doubled quotes and backslash escapes
+    undone."""
     quote, body = text[0], text[1:-1]
     body = body.replace(quote * 2, quote)
     return re.sub(
