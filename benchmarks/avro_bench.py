@@ -40,7 +40,7 @@ from ticdc_spark.codec.avro.registry import registry
 from ticdc_spark.codec.base import ArrowBatchDecoder
 from ticdc_spark.model import RowChange, RowKind
 from ticdc_spark.spark.session import ARROW_BATCH_CONF
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 OPTIONS = {"enable-tidb-extension": "true"}
 # The records per Arrow batch the Spark stage's Python workers get.
@@ -222,7 +222,7 @@ def decode_stage(url: str, count: int, rounds: int) -> None:
 
 
 def main() -> None:
-    from ticdc_spark.io.registry_server import RegistryServer
+    from ticdc_spark.testing.registry_server import RegistryServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)

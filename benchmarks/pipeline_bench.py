@@ -50,7 +50,7 @@ from typing import Any
 from ticdc_spark.codec import make_encoder
 from ticdc_spark.model import RowChange
 from ticdc_spark.spark.session import ARROW_BATCH_CONF, local_session
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 CANAL = {"enable-tidb-extension": "true"}
 

@@ -31,7 +31,7 @@ from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder, make_finisher
 from ticdc_spark.consume import ConsumerState, Planner
 from ticdc_spark.model import Bootstrap, RowChange
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 NO_BOOTSTRAPS = {"send-bootstrap-interval-in-sec": "0", "send-bootstrap-in-msg-count": "0"}
 

@@ -11,10 +11,10 @@ from ticdc_spark.apply import Applier, StateStore, protocol_planning
 from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
-from ticdc_spark.produce import Producer
+from ticdc_spark.io.producer import Producer
 from ticdc_spark.sinks.base import TableSink, live
-from ticdc_spark.verify import compare_tables
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.verify import compare_tables
+from ticdc_spark.testing.workload import Workload
 
 
 class ListOutput:

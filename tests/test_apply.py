@@ -17,7 +17,7 @@ from pipeline_helpers import (
 )
 from ticdc_spark.apply import Applier, ChangelogLog, StateStore
 from ticdc_spark.sinks.delta import DeltaSink
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 PROTOCOLS = [("canal-json", {"enable-tidb-extension": "true"}), ("open-protocol", {})]
 

@@ -17,8 +17,8 @@ from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.spark.pipeline import check_mode, default_mode
+from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import ColumnType as T
-from ticdc_spark.workload import Workload
 
 PK = (Index("PRIMARY", ("id",), primary=True, unique=True),)
 V1 = TableSchema("shop", "t", (Column("id", T("int"), False), Column("a", T("int"))), PK)

@@ -110,7 +110,7 @@ def _out_of_range_number_unread(message: Message, full_path: Any) -> bool:
 @pytest.mark.parametrize("options", OPTIONS)
 def test_the_typed_start_takes_plain_row_messages(options: dict[str, str]) -> None:
     """(So that the case above compares two paths.)"""
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     events = [e for e in Workload(seed=2, rows=60, tables=2).events() if isinstance(e, RowChange)]
     messages = encode("debezium", options, events)

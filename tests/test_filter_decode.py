@@ -20,10 +20,10 @@ from ticdc_spark.codec.open_protocol.wire import frame_key, frame_values
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
+from ticdc_spark.io.producer import Producer
 from ticdc_spark.model import DDLEvent, RowChange, Watermark
-from ticdc_spark.produce import Producer
 from ticdc_spark.spark.decode import decode_batches
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 RULES = ["*.*", "!canal_demo.tmp_*"]
 

@@ -63,10 +63,10 @@ def test_trigger_once_applies_a_backlog_in_bounded_micro_batches(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """Before: a capture backlog became one micro-batch whatever its size."""
-    from ticdc_spark.produce import produce_workload
     from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
-    from ticdc_spark.verify import verify_sink
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.produce import produce_workload
+    from ticdc_spark.testing.verify import verify_sink
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     workload = Workload(seed=5, rows=600, tables=2, ddl_every=12, watermark_every=6)
@@ -116,7 +116,7 @@ def test_bounded_micro_batches_of_one_partition_wait_for_the_others(
     from pipeline_helpers import assert_matches, produce
     from ticdc_spark.io.capture import write_capture
     from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     workload = Workload(seed=8, rows=300, tables=1, ddl_every=0, watermark_every=5)

@@ -32,7 +32,7 @@ from ticdc_spark.codec.simple import SimpleDecoder
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Event, RowChange
 from ticdc_spark.spark.decode import _Records, decode_batches
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 
 def _decoder(flat: bool) -> SimpleDecoder:

@@ -21,7 +21,7 @@ from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Bootstrap, DDLEvent
 from ticdc_spark.sinks.base import live
 from ticdc_spark.sinks.delta import DeltaSink
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 ENCODINGS = ["json", "avro"]
 

@@ -47,7 +47,7 @@ ODD_VALUES += ["INSERT", "UPDATE", "DELETE", "QUERY", "TIDB_WATERMARK", "BOOTSTR
 def seeds() -> list[bytes]:
     """Real messages: TiCDC's for both workload tables, and re-spelled rows."""
     from ticdc_spark.codec import make_encoder
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     out: list[bytes] = []
     for options in (OPTIONS, {}):
