@@ -27,10 +27,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder, make_finisher
-from ticdc_spark.consume import ConsumerState, Planner
 from ticdc_spark.model import Bootstrap, RowChange
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
+from ticdc_spark.pipeline.planner import ConsumerState, Planner
 from ticdc_spark.workload import Workload
 
 NO_BOOTSTRAPS = {"send-bootstrap-interval-in-sec": "0", "send-bootstrap-in-msg-count": "0"}

@@ -7,10 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.apply import Applier, StateStore, protocol_planning
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
+from ticdc_spark.pipeline.apply import Applier, StateStore, protocol_planning
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.produce import Producer
 from ticdc_spark.sinks.base import TableSink, live
 from ticdc_spark.verify import compare_tables

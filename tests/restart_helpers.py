@@ -217,9 +217,9 @@ def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> 
     (the protocol's default codec options)."""
     import pyarrow as pa
 
-    from ticdc_spark.apply import Applier, ChangelogLog, StateStore, protocol_planning
-    from ticdc_spark.checkpoint import spark_batches
-    from ticdc_spark.crashpoints import crash_point
+    from ticdc_spark.pipeline.apply import Applier, ChangelogLog, StateStore, protocol_planning
+    from ticdc_spark.pipeline.checkpoint.repair import spark_batches
+    from ticdc_spark.pipeline.failpoints import crash_point
     from ticdc_spark.spark.pipeline import make_sink
 
     commits = Path(checkpoint) / "spark" / "commits"

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from contract.helpers import examples
 from pipeline_helpers import changelog, live, run_batches
 from ticdc_spark.codec import Message, make_encoder
-from ticdc_spark.consume import ConsumerState, Planner, TableChanges
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
+from ticdc_spark.pipeline.planner import ConsumerState, Planner, TableChanges
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.types import ColumnType
 

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from pipeline_helpers import assert_matches, changelog, interleave, live, produce, run_batches
-from ticdc_spark.apply import Applier, StateStore
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
+from ticdc_spark.pipeline.apply import Applier, StateStore
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.spark.pipeline import check_mode, default_mode
 from ticdc_spark.types import ColumnType as T

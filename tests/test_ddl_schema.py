@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 
 from strategies import schemas
-from ticdc_spark.consume import ConsumerState
 from ticdc_spark.ddl_schema import (
     alter_table,
     apply_alter_table,
@@ -20,6 +19,7 @@ from ticdc_spark.ddl_schema import (
 )
 from ticdc_spark.errors import DDLParseError
 from ticdc_spark.model import ColumnFlag, TableSchema
+from ticdc_spark.pipeline.planner import ConsumerState
 from ticdc_spark.workload import alltypes_schema, create_table_sql, sbtest_schema
 
 TIDB_DDL = """CREATE TABLE `t` (

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from contract.helpers import examples
 from pipeline_helpers import changelog
 from ticdc_spark.codec import Message, get_codec
-from ticdc_spark.consume import ConsumerState, Planner, TableChanges
 from ticdc_spark.errors import ConfigError
+from ticdc_spark.pipeline.planner import ConsumerState, Planner, TableChanges
 
 
 def value(op: str, before: Any, after: Any, pos: int) -> bytes:

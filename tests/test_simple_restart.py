@@ -11,7 +11,7 @@ import pyarrow as pa
 
 import simple_stream
 from restart_helpers import assert_same_tables, run_harness, target, write_batch_list
-from ticdc_spark.crashpoints import CRASH_EXIT_CODE
+from ticdc_spark.pipeline.failpoints import CRASH_EXIT_CODE
 from ticdc_spark.sinks.base import live
 from ticdc_spark.spark.pipeline import make_sink
 

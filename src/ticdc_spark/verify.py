@@ -15,8 +15,7 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.changelog import schema_from_json, schema_json
-from ticdc_spark.model import TableSchema
+from ticdc_spark.model import TableSchema, schema_from_json, schema_json
 from ticdc_spark.normalized import image_to_text
 from ticdc_spark.types import Family, parse_time
 

@@ -1,6 +1,6 @@
 """What every table sink does, whatever the table format.
 
-A sink applies the steps a :class:`~ticdc_spark.consume.Plan` lists: merges of one table's
+A sink applies the steps a :class:`~ticdc_spark.pipeline.planner.Plan` lists: merges of one table's
 final changes and DDLs.  Each step carries a *version* (batch id and step number) that the
 sink records atomically with the change, so a step replayed after a crash is recognised and
 skipped; merges are also guarded by commit ts (a change applies only if it is newer than
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ticdc_spark.consume import DDLStep, TableChanges
 from ticdc_spark.model import Column, DDLType, DefaultExpression, TableSchema
+from ticdc_spark.pipeline.planner import DDLStep, TableChanges
 from ticdc_spark.sinks.convert import (
     COMMIT_TS,
     OP,

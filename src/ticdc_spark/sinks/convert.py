@@ -116,8 +116,8 @@ def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
     """Typed target rows for planned changes, and the changes that failed to convert.
 
     ``changes`` has ``op``, ``commit_ts``, ``image`` (a map of text) and position columns
-    (see :func:`ticdc_spark.consume.final_changes`).  Returns ``(rows, bad)`` where ``bad`` holds
-    the position and reason of every change with a value its column cannot hold.
+    (see :func:`ticdc_spark.pipeline.planner.final_changes`).  Returns ``(rows, bad)`` where
+    ``bad`` holds the position and reason of every change with a value its column cannot hold.
     """
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -138,7 +138,7 @@ def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
     rows = pa.Table.from_arrays(arrays, schema=target)
     dead = None
     if any(reasons):
-        from ticdc_spark.consume import dead_letters
+        from ticdc_spark.pipeline.planner import dead_letters
 
         broken = changes.filter(bad).append_column(
             "error", pa.array([r for r in reasons if r is not None], pa.string())

@@ -14,9 +14,9 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ticdc_spark.crashpoints import crash_point
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
+from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
-from ticdc_spark.changelog import ERROR, ChangelogBuilder, arrow_schema
 from ticdc_spark.codec import Message, get_codec, make_decoder
 from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder, Decoder, StatefulDecoder
 from ticdc_spark.errors import ConfigError, DecodeError
 from ticdc_spark.filter import TableFilter
+from ticdc_spark.pipeline.changelog import ERROR, ChangelogBuilder, arrow_schema
 
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
@@ -47,7 +47,8 @@ def decode(
     compiled: bool = True,
     table_filter: TableFilter | None = None,
 ) -> Any:
-    """The changelog DataFrame of a Kafka-shaped DataFrame (see :mod:`ticdc_spark.changelog`).
+    """The changelog DataFrame of a Kafka-shaped DataFrame (see
+    :mod:`ticdc_spark.pipeline.changelog`).
 
     ``table_filter`` (TiCDC's table-filter rules, :class:`~ticdc_spark.filter.TableFilter`)
     drops the messages of the tables it filters out before their rows are decoded: they give
@@ -55,7 +56,7 @@ def decode(
 
     Simple's rows name a schema version that BOOTSTRAP and DDL messages bring, possibly in
     another task: a row whose schema its task has not met comes out as a *wire row* (images
-    null, ``value`` the message; see :mod:`ticdc_spark.changelog`), which the pipeline's
+    null, ``value`` the message; see :mod:`ticdc_spark.pipeline.changelog`), which the pipeline's
     consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or
     ``consume.Planner(finisher=codec.make_finisher("simple", options))``).
 

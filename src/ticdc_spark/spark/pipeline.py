@@ -3,14 +3,14 @@
     source (Kafka or capture files) -> decode (mapInArrow) -> foreachBatch(Applier)
 
 Offsets live in Spark's checkpoint (``CHECKPOINT/spark``); the consumer state and the sinks'
-step versions make every micro-batch apply exactly once (see :mod:`ticdc_spark.apply`).
+step versions make every micro-batch apply exactly once (see :mod:`ticdc_spark.pipeline.apply`).
 Spark's built-in Kafka source works in place of ours: pass its DataFrame to :func:`start`.
 
 By default a micro-batch is applied in a background thread while Spark reads and decodes the
 next one (``overlap``): ``foreachBatch`` collects the changelog, logs it to disk
-(:class:`~ticdc_spark.apply.ChangelogLog`), waits for the previous batch's apply, starts this
-one's and returns.  Applying is serial and in order; a crash after Spark recorded a batch as
-done but before its apply finished is repaired at the next start from the log.
+(:class:`~ticdc_spark.pipeline.apply.ChangelogLog`), waits for the previous batch's apply,
+starts this one's and returns.  Applying is serial and in order; a crash after Spark recorded
+a batch as done but before its apply finished is repaired at the next start from the log.
 """
 
 from __future__ import annotations
@@ -24,7 +24,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.apply import (
+from ticdc_spark.codec import get_codec
+from ticdc_spark.errors import ConfigError
+from ticdc_spark.filter import TableFilter
+from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
+from ticdc_spark.pipeline.apply import (
     Applier,
     BatchReport,
     ChangelogLog,
@@ -32,13 +36,13 @@ from ticdc_spark.apply import (
     StateStore,
     protocol_planning,
 )
-from ticdc_spark.checkpoint import check_checkpoint, repair_spark_checkpoint, spark_batches
-from ticdc_spark.codec import get_codec
-from ticdc_spark.consume import MAX_HELD_ROWS
-from ticdc_spark.crashpoints import crash_point, watch_commits
-from ticdc_spark.errors import ConfigError
-from ticdc_spark.filter import TableFilter
-from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
+from ticdc_spark.pipeline.checkpoint.repair import (
+    check_checkpoint,
+    repair_spark_checkpoint,
+    spark_batches,
+)
+from ticdc_spark.pipeline.failpoints import crash_point, watch_commits
+from ticdc_spark.pipeline.planner import MAX_HELD_ROWS
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
 

@@ -16,8 +16,8 @@ What a kill can leave, and what a start does about it:
   (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). :func:`repair_spark_checkpoint` removes
   exactly such leftovers when nothing was committed, and logs each file it removes.
 * Consumer state behind Spark's commits, missing or damaged: :meth:`Applier.recover
-  <ticdc_spark.apply.Applier.recover>` replays the logged micro-batches from the newest good
-  state, or raises :class:`CheckpointError` naming what is missing and what to do.
+  <ticdc_spark.pipeline.apply.Applier.recover>` replays the logged micro-batches from the newest
+  good state, or raises :class:`CheckpointError` naming what is missing and what to do.
 """
 
 from __future__ import annotations

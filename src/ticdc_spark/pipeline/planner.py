@@ -1,7 +1,7 @@
 """Consuming a changelog the way TiCDC's reference consumer does, planned without Spark.
 
-Per micro-batch the :class:`Planner` takes changelog rows (see :mod:`ticdc_spark.changelog`)
-and works out what to apply, in order:
+Per micro-batch the :class:`Planner` takes changelog rows (see
+:mod:`ticdc_spark.pipeline.changelog`) and works out what to apply, in order:
 
 * **Watermarks.** Each topic-partition's resolved ts only moves forward; a row (or DDL)
   whose commit ts is below the watermark its partition had already reached when the row
@@ -43,7 +43,9 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.changelog import (
+from ticdc_spark.errors import ConfigError, TiCDCSparkError
+from ticdc_spark.model import Column, DDLType, DefaultExpression, Index, TableSchema
+from ticdc_spark.pipeline.changelog import (
     BOOTSTRAP,
     DDL,
     ERROR,
@@ -53,8 +55,6 @@ from ticdc_spark.changelog import (
     schema_from_json,
     schema_json,
 )
-from ticdc_spark.errors import ConfigError, TiCDCSparkError
-from ticdc_spark.model import Column, DDLType, DefaultExpression, Index, TableSchema
 
 __all__ = [
     "MAX_HELD_ROWS",

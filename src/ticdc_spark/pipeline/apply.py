@@ -20,11 +20,17 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.checkpoint import WAY_OUT, CheckpointError, DamagedState
-from ticdc_spark.consume import MAX_HELD_ROWS, ConsumerState, DDLStep, Planner, TableChanges
-from ticdc_spark.crashpoints import crash_point, set_batch
 from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.model import physical_ms
+from ticdc_spark.pipeline.checkpoint.repair import WAY_OUT, CheckpointError, DamagedState
+from ticdc_spark.pipeline.failpoints import crash_point, set_batch
+from ticdc_spark.pipeline.planner import (
+    MAX_HELD_ROWS,
+    ConsumerState,
+    DDLStep,
+    Planner,
+    TableChanges,
+)
 from ticdc_spark.sinks.base import TableSink
 
 __all__ = [
@@ -46,8 +52,8 @@ class StateStore:
 
     ``state-N.json`` is the state after micro-batch N; it records how many rows it holds back
     (``held_rows``), which are in ``held-N.arrow``.  Reading checks both: a missing or damaged
-    file is a :class:`~ticdc_spark.checkpoint.DamagedState` naming it, never an older state
-    taken in its place (rows held back would be lost).
+    file is a :class:`~ticdc_spark.pipeline.checkpoint.repair.DamagedState` naming it, never an
+    older state taken in its place (rows held back would be lost).
     """
 
     def __init__(self, checkpoint: str | Path, keep: int = 3) -> None:
@@ -394,8 +400,8 @@ class Applier:
         (Spark records a batch as done before its overlapped apply ends), and those whose
         saved state is missing or damaged, replayed from the newest good state (their
         steps already in the tables are skipped by version).  Raises
-        :class:`~ticdc_spark.checkpoint.CheckpointError` naming what is missing when the
-        log does not reach back far enough."""
+        :class:`~ticdc_spark.pipeline.checkpoint.repair.CheckpointError` naming what is missing
+        when the log does not reach back far enough."""
         logged = log.batches()
         wanted = max([committed, *logged])
         good, damaged = self.store.newest_good(wanted)
@@ -477,7 +483,7 @@ class Applier:
         return result.dead_letters
 
     def _dead_letters(self, batch: int, parts: list[Any]) -> int:
-        from ticdc_spark.consume import _concat
+        from ticdc_spark.pipeline.planner import _concat
 
         rows = _concat([p for p in parts if p is not None])
         if rows is None or not rows.num_rows:

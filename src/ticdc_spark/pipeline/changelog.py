@@ -22,7 +22,7 @@ error          why decoding failed (ERROR only); key/value then hold the raw mes
 value          also, for a protocol whose rows name a schema version that other messages
                bring (Simple): on a ROW, the message itself when the decode stage had not
                met its schema (images null: a *wire row*, which the consumer finishes once
-               it knows the schema, see :class:`~ticdc_spark.consume.Planner`); on a
+               it knows the schema, see :class:`~ticdc_spark.pipeline.planner.Planner`); on a
                BOOTSTRAP or DDL, the message, whose schemas the consumer learns
 =============  ===========================================================================
 
