@@ -49,7 +49,7 @@ def test_the_source_options_override_the_default_bounds() -> None:
 
 def test_the_kafka_source_refuses_a_byte_bound_it_cannot_keep() -> None:
     pytest.importorskip("pyspark")
-    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka.options import SourceConfig
 
     with pytest.raises(ConfigError, match="maxOffsetsPerTrigger"):
         SourceConfig.parse(

@@ -144,7 +144,7 @@ def read_source(
     if is_kafka_uri(source):
         if checkpoint is not None and not any(k.lower() == "initialoffsetspath" for k in options):
             options["initialOffsetsPath"] = str(Path(checkpoint) / "kafka-initial-offsets.json")
-        from ticdc_spark.spark.kafka_source import register
+        from ticdc_spark.spark.kafka.source import register
 
         register(spark)
         _mask_secret_options(spark)
@@ -223,7 +223,7 @@ def source_partitions(config: PipelineConfig) -> tuple[str, ...]:
         from ticdc_spark.spark.capture_source import capture_partitions
 
         return tuple(f"{t}/{p}" for t, p in capture_partitions(config.source))
-    from ticdc_spark.spark.kafka_source import topic_partitions
+    from ticdc_spark.spark.kafka.source import topic_partitions
 
     return tuple(
         f"{t}/{p}"
