@@ -44,7 +44,7 @@ def test_the_saved_consumer_state_keeps_the_whole_catalog() -> None:
     of the handle key's index must find it), nullability and defaults, not only the handle
     key the changelog's schema JSON carries."""
     from ticdc_spark.ddl_schema import alter_table, parse_create_table
-    from ticdc_spark.pipeline.planner import ConsumerState
+    from ticdc_spark.pipeline.state import ConsumerState
 
     schema = parse_create_table(
         "CREATE TABLE `db`.`t` (`a` int NOT NULL, `b` varchar(8) DEFAULT 'x''y', "

@@ -19,7 +19,7 @@ from ticdc_spark.ddl_schema import (
 )
 from ticdc_spark.errors import DDLParseError
 from ticdc_spark.model import ColumnFlag, TableSchema
-from ticdc_spark.pipeline.planner import ConsumerState
+from ticdc_spark.pipeline.state import ConsumerState
 from ticdc_spark.workload import alltypes_schema, create_table_sql, sbtest_schema
 
 TIDB_DDL = """CREATE TABLE `t` (

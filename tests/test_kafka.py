@@ -202,7 +202,7 @@ def test_query_plans_mask_secret_source_options(spark) -> None:
     import contextlib
     import io
 
-    from ticdc_spark.spark.pipeline import read_source
+    from ticdc_spark.spark.sources import read_source
 
     pem = "-----BEGIN KEY-----PemMaterial-----END KEY-----"
     options = {"kafka.ssl.key.pem": pem, "kafka.sasl.oauthbearer.config": "scope=OauthMaterial"}

@@ -102,7 +102,7 @@ def test_a_failed_batch_0_rerun_reads_its_records(spark, kafka_broker: str, tmp_
     its checkpoint: batch 0 is re-run from the offsets first resolved, nothing is skipped."""
     import time
 
-    from ticdc_spark.spark.pipeline import read_source
+    from ticdc_spark.spark.sources import read_source
 
     topic = _topic(kafka_broker, 1, 2)
     checkpoint = tmp_path / "ckpt"

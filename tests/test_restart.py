@@ -36,7 +36,7 @@ from restart_helpers import (
     write_capture_dir,
 )
 from ticdc_spark.pipeline.failpoints import CRASH_EXIT_CODE
-from ticdc_spark.spark.pipeline import make_sink
+from ticdc_spark.sinks import make_sink
 
 RECORDS_PER_BATCH = 12
 

@@ -110,7 +110,7 @@ def _run(
     run(spark, config, on_batch=progress)
     replicate_seconds = time.perf_counter() - replicate_started
     _say("3/3 verifying the tables against the generated state")
-    from ticdc_spark.spark.pipeline import make_sink
+    from ticdc_spark.sinks import make_sink
 
     reports = verify_sink(make_sink(config.target), root / "expected")
     for report in reports:

@@ -1,67 +1,16 @@
-"""Checking the pipeline's checkpoint before a start, and repairing what a kill can leave.
-
-The checkpoint directory holds two parts that must agree (see docs/pipeline.md):
-
-* ``spark/``: Spark's own. ``offsets/N`` is written before micro-batch N runs, ``commits/N``
-  after ``foreachBatch`` returned; both through a hidden temporary file (``.N.<uuid>.tmp``)
-  renamed into place.
-* ``ticdc/``: the consumer's. ``state-N.json`` (+ ``held-N.arrow``) is the consumer state
-  after batch N, ``wal/changelog-N.arrow`` batch N's changelog, ``pipeline.json`` the id
-  the sinks record step versions under.
-
-What a kill can leave, and what a start does about it:
-
-* A kill while Spark writes the first offsets file of a new checkpoint leaves
-  ``offsets/.0.<uuid>.tmp`` and nothing else; Spark then refuses every start
-  (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). :func:`repair_spark_checkpoint` removes
-  exactly such leftovers when nothing was committed, and logs each file it removes.
-* Consumer state behind Spark's commits, missing or damaged: :meth:`Applier.recover
-  <ticdc_spark.pipeline.apply.Applier.recover>` replays the logged micro-batches from the newest
-  good state, or raises :class:`CheckpointError` naming what is missing and what to do.
-"""
+"""Checking the checkpoint before a start, and repairing what a kill can leave of Spark's part
+(see :mod:`ticdc_spark.pipeline.checkpoint` for its layout and what a start does)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from ticdc_spark.errors import TiCDCSparkError
+from ticdc_spark.errors import CHECKPOINT_WAY_OUT, CheckpointError
 
-__all__ = [
-    "WAY_OUT",
-    "CheckpointError",
-    "DamagedState",
-    "check_checkpoint",
-    "repair_spark_checkpoint",
-    "spark_batches",
-]
+__all__ = ["check_checkpoint", "repair_spark_checkpoint", "spark_batches"]
 
 log = logging.getLogger(__name__)
-
-WAY_OUT = (
-    "Restore the file(s) from a backup of the checkpoint directory, or replicate again from "
-    "the start: a new checkpoint directory and an empty target (the tables hold step versions "
-    "of this checkpoint). See 'The checkpoint' in docs/pipeline.md."
-)
-
-
-class CheckpointError(TiCDCSparkError):
-    """The checkpoint cannot be resumed exactly: names the file(s) and the way out."""
-
-
-class DamagedState(CheckpointError):
-    """A consumer-state file that is missing or does not read whole."""
-
-    def __init__(self, path: Path, problem: str) -> None:
-        self.path, self.problem = path, problem
-        super().__init__(
-            f"consumer state {path} {problem}. A restart rebuilds it from the logged "
-            f"micro-batches when they reach back far enough; otherwise: {WAY_OUT}"
-        )
-
-    @property
-    def short(self) -> str:
-        return f"{self.path} {self.problem}"
 
 
 def spark_batches(spark_dir: Path, kind: str) -> list[int]:
@@ -107,5 +56,5 @@ def check_checkpoint(checkpoint: str | Path) -> None:
         raise CheckpointError(
             f"the consumer state has micro-batches up to {states[-1]} but Spark's offsets "
             f"({root / 'spark' / 'offsets'}) are missing: Spark's part of the checkpoint was "
-            f"lost, and resuming would skip changes. {WAY_OUT}"
+            f"lost, and resuming would skip changes. {CHECKPOINT_WAY_OUT}"
         )
