@@ -10,9 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import pyarrow as pa
+
 from ticdc_spark.codec.catalog import get_codec, make_finisher
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.pipeline.policy import Mode
 from ticdc_spark.pipeline.state import SchemaVersion
 
@@ -33,8 +36,8 @@ class RowFinisher(Protocol):
         self,
         records: list[tuple[bytes, str, int, int]],
         versions: dict[SchemaVersion, str],
-        builder: Any,
-    ) -> tuple[Any, list[bool]]:
+        builder: ChangelogBuilder,
+    ) -> tuple[pa.RecordBatch, list[bool]]:
         """Changelog rows (a RecordBatch from ``builder``) of the wire ``records`` whose
         schema ``versions`` holds, and for each record whether it gave one."""
 

@@ -48,18 +48,18 @@ class ConsumerState:
     # the commit ts of each table's last schema DDL: rows older than it carry an older
     # schema, whose extra columns (since dropped) must not come back
     schema_ts: dict[TableKey, int] = field(default_factory=dict)
-    # partitions without watermarks (rows without a commit ts, see _place_by_position):
+    # partitions without watermarks (rows without a commit ts, see ordering.place_by_position):
     # the latest place given per (topic/partition, database, table)
     positions: dict[PartitionTable, int] = field(default_factory=dict)
     position_offsets: dict[str, int] = field(default_factory=dict)
     # the slots of ``positions`` whose last place is not a row's own commit ts
     placed_by_order: set[PartitionTable] = field(default_factory=set)
-    # tables that follow their rows' schemas (see Planner._schema_runs): a digest of the
+    # tables that follow their rows' schemas (see schemas.RowSchemas.runs): a digest of the
     # schema JSON each (topic/partition, database, table) last carried
     partition_schemas: dict[PartitionTable, str] = field(default_factory=dict)
     # protocols whose rows name a schema version (Simple): the schemas BOOTSTRAP and DDL
     # messages brought, each as its protocol's finisher writes it; and for a version a DDL
-    # brought as the table's new schema, that DDL's commit ts (see _forget_versions)
+    # brought as the table's new schema, that DDL's commit ts (see wire_rows.forget_versions)
     versions: dict[SchemaVersion, str] = field(default_factory=dict)
     versions_since: dict[SchemaVersion, int] = field(default_factory=dict)
 
