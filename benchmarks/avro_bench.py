@@ -34,11 +34,11 @@ import orjson
 from fastavro import parse_schema, schemaless_reader
 
 from pipeline_bench import timed, transfer_floor  # (the transfer floor, shared)
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.avro.registry import registry
 from ticdc_spark.codec.base import ArrowBatchDecoder
 from ticdc_spark.model import RowChange, RowKind
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.spark.session import ARROW_BATCH_CONF
 from ticdc_spark.testing.workload import Workload
 

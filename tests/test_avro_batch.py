@@ -23,7 +23,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contract.helpers import kafka_batch
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.avro.columns import base64_texts, column_text
 from ticdc_spark.codec.avro.dialect import dialect_for
@@ -34,6 +33,7 @@ from ticdc_spark.codec.avro.wire import HEADER_SIZE, frame
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import RowChange, RowKind, TableSchema
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.spark.decode import decode_batches
 from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import parse_column_type

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline_helpers import canal_message, produce
-from ticdc_spark.changelog import arrow_schema
 from ticdc_spark.codec import make_decoder
 from ticdc_spark.codec.canal_json import arrow as canal_arrow
 from ticdc_spark.codec.canal_json import native
+from ticdc_spark.pipeline.changelog import arrow_schema
 from ticdc_spark.spark.decode import _Records, decode_batches
 from ticdc_spark.testing.workload import Workload
 

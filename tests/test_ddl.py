@@ -43,7 +43,7 @@ def test_the_saved_consumer_state_keeps_the_whole_catalog() -> None:
     """After a restart DDLs work from the saved catalog: it keeps unique indexes (a DROP INDEX
     of the handle key's index must find it), nullability and defaults, not only the handle
     key the changelog's schema JSON carries."""
-    from ticdc_spark.consume import ConsumerState
+    from ticdc_spark.pipeline.state import ConsumerState
     from ticdc_spark.sql import alter_table, parse_create_table
 
     schema = parse_create_table(

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 
 from strategies import schemas
-from ticdc_spark.consume import ConsumerState
 from ticdc_spark.errors import DDLParseError
 from ticdc_spark.model import ColumnFlag, TableSchema
+from ticdc_spark.pipeline.state import ConsumerState
 from ticdc_spark.sql import (
     alter_table,
     apply_alter_table,

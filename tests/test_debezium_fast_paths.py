@@ -26,12 +26,12 @@ from contract.helpers import (
 )
 from contract.profiles import WHOLE_JSON
 from strategies import row_changes
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.codec.debezium import DebeziumDecoder
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.io.capture import read_capture, read_values
 from ticdc_spark.model import Event, RowChange
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.spark.decode import _Records, decode_batches
 
 _SCHEMA = {"enable-tidb-extension": "true"}

@@ -90,8 +90,8 @@ def check_decode(values: list[bytes | None]) -> None:
     """The Arrow path's changelog, when it gives one, is the careful decoder's."""
     import pyarrow as pa
 
-    from ticdc_spark.changelog import arrow_schema
     from ticdc_spark.codec import make_decoder
+    from ticdc_spark.pipeline.changelog import arrow_schema
     from ticdc_spark.spark.decode import _UNFIT, _Records, decode_batches
 
     batch = pa.RecordBatch.from_pydict(

@@ -181,7 +181,7 @@ def _run_verify(args: argparse.Namespace) -> int:
     Compare every table of an expected state (written by produce) with the live rows of the
     target tables; exit 1 if any differs.
     """
-    from ticdc_spark.spark.pipeline import make_sink
+    from ticdc_spark.sinks import make_sink
     from ticdc_spark.testing.verify import verify_sink
 
     reports = verify_sink(make_sink(args.target), args.expected)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ticdc_spark.codec import get_codec
-from ticdc_spark.spark.pipeline import PipelineConfig, default_mode, make_sink, run
+from ticdc_spark.sinks import make_sink
+from ticdc_spark.spark.pipeline import PipelineConfig, default_mode, run
 from ticdc_spark.spark.session import local_session
 from ticdc_spark.testing.produce import produce_workload
 from ticdc_spark.testing.registry_server import RegistryServer

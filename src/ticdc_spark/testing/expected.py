@@ -14,8 +14,7 @@ from typing import Any
 
 import orjson
 
-from ticdc_spark.changelog import schema_from_json, schema_json
-from ticdc_spark.model import TableSchema
+from ticdc_spark.model import TableSchema, schema_from_json, schema_json
 from ticdc_spark.normalized import image_to_text
 
 __all__ = ["ExpectedTable", "TableKey", "load_expected", "write_expected"]
