@@ -1024,7 +1024,9 @@ def final_changes(rows: Any, schema: TableSchema) -> tuple[Any, Any]:
     for old, new in zip(before, after, strict=True):
         differs = pc.fill_null(pc.not_equal(old, new), pc.xor(pc.is_null(old), pc.is_null(new)))
         moved |= differs.to_numpy(zero_copy_only=False)
-    moved &= is_update & ~bad
+    # (an UPDATE without its before image, e.g. Debezium's old value off, is an upsert)
+    has_before = _whole(pc.is_valid(rows["before"])).to_numpy(zero_copy_only=False)
+    moved &= is_update & has_before & ~bad
     keep = ~bad
     mask = pa.array(is_delete)
     source = np.arange(n)[keep]

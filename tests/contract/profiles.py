@@ -30,7 +30,9 @@ class Carries:
     the TiDB extension).  ``type_view``: the part of a column type that survives the wire.
     ``update_as_insert``: an UPDATE without an old image on the wire reads as an INSERT
     (upsert): ``unchanged`` ones (only-updated-columns leaves an empty old image out) or
-    ``all`` (output-old-value off).  ``delete_key_only``: a DELETE carries only the handle-key
+    ``all`` (output-old-value off).  ``update_without_before``: an UPDATE's old image is not
+    on the wire, and the UPDATE reads back as one without a before image (Debezium's old value
+    off: its ``op`` says UPDATE).  ``delete_key_only``: a DELETE carries only the handle-key
     columns.  ``large_key_only``: a row too large for max-message-bytes is sent with only
     its handle-key columns (marked ``handle_key_only``).  ``key``: messages carry a Kafka key.
     ``arrow_batch``: the decoder's Arrow batch path applies (when the compiled code is built).
@@ -44,6 +46,7 @@ class Carries:
     watermarks: bool = True
     type_view: Callable[[ColumnType], str] = plain_type_desc
     update_as_insert: Literal["never", "unchanged", "all"] = "never"
+    update_without_before: bool = False
     delete_key_only: bool = False
     large_key_only: bool = False
     key: bool = False
@@ -362,7 +365,12 @@ DEBEZIUM = Profile(
         Variant(
             "no-old-value",
             {**_DBZ_EXTENSION, "debezium-output-old-value": "false"},
-            Carries(key=True, compiled=False, value_view=_debezium_carried, update_as_insert="all"),
+            Carries(
+                key=True,
+                compiled=False,
+                value_view=_debezium_carried,
+                update_without_before=True,
+            ),
             WHOLE_JSON,
         ),
         Variant(
