@@ -175,6 +175,9 @@ class _Reader:
         )
         slow.extend(slow_payloads)
         images, bad = _images(plan, rows)
+        if plan.sign_unknown:
+            for row in rows:
+                plan.note_signs(row[2:])
         if bad:
             slow.extend(kept[i] for i in bad)
             good = [i for i in range(len(kept)) if i not in bad]

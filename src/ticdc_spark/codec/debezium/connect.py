@@ -37,7 +37,7 @@ from ticdc_spark.codec.debezium.dialect import (
 from ticdc_spark.model import Column
 from ticdc_spark.types import ColumnType, Family, parse_column_type
 
-__all__ = ["field_schema", "read_field"]
+__all__ = ["field_schema", "read_field", "sign_unknown"]
 
 _DBZ = "io.debezium."
 _CONNECT = "org.apache.kafka.connect.data."
@@ -339,6 +339,20 @@ def _refined(
             decimal=scale if scale is not None else ctype.decimal,
         )
     return ctype
+
+
+def sign_unknown(field: Any) -> bool:
+    """Whether a field is a bare Connect ``int64``, which a BIGINT and a BIGINT UNSIGNED both
+    are without ``tidb_type`` or the source type (TiCDC without ``enable-tidb-extension``;
+    Debezium's ``bigint.unsigned.handling.mode=long``): one past 2^63-1 is sent negative."""
+    parameters = field.get("parameters") if isinstance(field, dict) else None
+    return (
+        isinstance(field, dict)
+        and field.get("type") == "int64"
+        and not field.get("name")
+        and not isinstance(field.get("tidb_type"), str)
+        and not (isinstance(parameters, dict) and _SOURCE_TYPE in parameters)
+    )
 
 
 def read_field(field: Any) -> tuple[Column, Converter]:

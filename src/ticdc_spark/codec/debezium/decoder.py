@@ -212,6 +212,8 @@ class DebeziumDecoder(DecoderBase):
             if plan.exact and not exact:
                 raw = self._exact_images(connect[0], raw)
             images = (plan.image(raw[0], sink.text), plan.image(raw[1], sink.text))
+            if plan.sign_unknown:
+                plan.note_signs(raw)
         if images[kind is not _DELETE] is None:
             side = "before" if kind is _DELETE else "after"
             raise DecodeError(f"op {op!r} without its {side!r} image")

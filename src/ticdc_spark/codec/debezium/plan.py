@@ -8,12 +8,13 @@ message's Connect schema (or its guessed column types, :mod:`.guess`); the Arrow
 
 from __future__ import annotations
 
+import logging
 from itertools import chain
 from typing import Any
 
 from ticdc_spark.codec.common import require_dict
 from ticdc_spark.codec.convert import NORMALIZED, Converter
-from ticdc_spark.codec.debezium.connect import read_field
+from ticdc_spark.codec.debezium.connect import read_field, sign_unknown
 from ticdc_spark.codec.debezium.dialect import DEBEZIUM
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Column, Index, TableSchema
@@ -29,6 +30,7 @@ _DEFAULT_READERS = {
     for family, name in ((Family.STRING, "text"), (Family.JSON, "json"))
 }
 _DEFAULT_READERS[Family.INTEGER] = DEBEZIUM.decoder(ColumnType("int"))
+log = logging.getLogger(__name__)
 _NONE = type(None)
 _SEEN_MOST = 256  # (combinations of nulls a table's rows show: past these, the set test)
 
@@ -36,7 +38,9 @@ _SEEN_MOST = 256  # (combinations of nulls a table's rows show: past these, the 
 class Plan:
     """A table shape: its schema and, per column, the reader of its wire value and the
     changelog text of it.  ``exact``: the shape has DECIMAL columns, whose JSON numbers are
-    read from their text (:mod:`.typed`), never through a double."""
+    read from their text (:mod:`.typed`), never through a double.  ``sign_unknown``: the
+    columns a BIGINT UNSIGNED may hide in (:func:`.connect.sign_unknown`) not yet seen
+    negative (:meth:`note_signs`)."""
 
     __slots__ = (
         "changelog_schema",
@@ -48,6 +52,7 @@ class Plan:
         "readers",
         "schema",
         "seen",
+        "sign_unknown",
         "texts",
     )
 
@@ -56,8 +61,10 @@ class Plan:
         schema: TableSchema,
         readers: dict[str, Converter],
         passes: dict[str, type] | None = None,
+        sign_unknown: frozenset[str] = frozenset(),
     ) -> None:
         self.schema = schema
+        self.sign_unknown = set(sign_unknown)
         self.readers = readers
         self.changelog_schema: str | None = None  # (the changelog's schema JSON, once asked)
         self.texts = {c.name: _text_of(readers[c.name], c.type) for c in schema.columns}
@@ -92,6 +99,14 @@ class Plan:
                 f"column {missing.args[0]!r} is not in the schema of {self.schema.qualified_name}"
             ) from None
 
+    def note_signs(self, images: tuple[Any, ...]) -> None:
+        """Warns, once per column, of a negative value where a BIGINT UNSIGNED cannot be told
+        from a BIGINT (see :func:`.connect.sign_unknown`): it may be one past 2^63-1."""
+        for name in [n for n in self.sign_unknown for i in images if _negative(i, n)]:
+            if name in self.sign_unknown:
+                self.sign_unknown.discard(name)
+                log.warning(_SIGN_UNKNOWN, self.schema.qualified_name, name)
+
     def _unchanged(self, raw: dict[str, Any]) -> bool:
         """Whether each value of ``raw`` is null or of the type its column's reader returns
         unchanged (one set test per combination of names and types, no call per value)."""
@@ -103,6 +118,19 @@ class Plan:
             if len(self.seen) < _SEEN_MOST:
                 self.seen[key] = known
         return known
+
+
+def _negative(image: Any, name: str) -> bool:
+    value = image.get(name) if type(image) is dict else None
+    return type(value) is int and value < 0
+
+
+_SIGN_UNKNOWN = (
+    "debezium: %s column %s holds a negative int64, and its Connect schema cannot tell a "
+    "BIGINT from a BIGINT UNSIGNED: read as BIGINT, though it may be a BIGINT UNSIGNED past "
+    "2^63-1 sent negative (TiCDC without enable-tidb-extension=true, or Debezium's "
+    "bigint.unsigned.handling.mode=long); enable-tidb-extension=true carries the type"
+)
 
 
 def _text_of(read: Converter, ctype: ColumnType) -> Converter:
@@ -163,4 +191,5 @@ def connect_plan(schema: Any, database: str, table: str, key: tuple[str, ...]) -
             raise DecodeError(f"column {column.name!r} appears twice in the schema")
         columns.append(column)
         readers[column.name] = reader
-    return Plan(table_schema(database, table, columns, key), readers)
+    unknown = frozenset(f["field"] for f in row_fields if sign_unknown(f))
+    return Plan(table_schema(database, table, columns, key), readers, None, unknown)
