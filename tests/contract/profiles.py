@@ -242,7 +242,7 @@ OPEN_PROTOCOL = Profile(
             "sample",
             _sample("open-protocol"),
             {},
-            {"RowChange": 40, "DDLEvent": 6, "Watermark": 24},
+            {"RowChange": 40, "DDLEvent": 6, "Watermark": 12},
         ),
     ),
 )
@@ -293,7 +293,7 @@ CANAL_JSON = Profile(
             "sample",
             _sample("canal-json"),
             _EXTENSION,
-            {"RowChange": 40, "DDLEvent": 2, "Watermark": 24},
+            {"RowChange": 40, "DDLEvent": 2, "Watermark": 12},
         ),
     ),
 )
@@ -380,7 +380,15 @@ DEBEZIUM = Profile(
             WHOLE_JSON,
         ),
     ),
-    (Golden("datatype", _debezium_golden, {}, {"RowChange": 1}),),
+    (
+        Golden("datatype", _debezium_golden, {}, {"RowChange": 1}),
+        Golden(
+            "sample",
+            _sample("debezium"),
+            _DBZ_EXTENSION,
+            {"RowChange": 40, "DDLEvent": 6, "Watermark": 12},
+        ),
+    ),
 )
 
 _AVRO = {"encoding-format": "avro"}
@@ -417,6 +425,7 @@ SIMPLE = Profile(
             {},
             {"RowChange": 3, "DDLEvent": 1, "Watermark": 1, "Bootstrap": 1},
         ),
+        Golden("sample", _sample("simple"), {}, {"RowChange": 40, "DDLEvent": 6, "Watermark": 12}),
     ),
 )
 
@@ -437,6 +446,26 @@ def _avro_golden(_golden_dir: Path) -> list[Message]:
     for number, text in enumerate(orjson.loads((base / "golden.schemas.json").read_bytes()), 1):
         assert client.register(f"golden-{number}", text) == number
     return list(read_capture((base / "golden.capture.jsonl").read_bytes().splitlines()))
+
+
+_AVRO_SAMPLE_REGISTRY = "mock://contract-sample"
+
+
+def _avro_sample(golden_dir: Path) -> list[Message]:
+    """The bundled Avro sample: its _schemas records (which a decoder learns its schemas
+    from) and its rows; the schemas are registered in an in-process registry too, under the
+    same ids, for the suite's decoders that meet a row before its _schemas record."""
+    import orjson
+
+    from ticdc_spark.codec.avro.registry import registry
+
+    messages = _sample("avro")(golden_dir)
+    client = registry(_AVRO_SAMPLE_REGISTRY)
+    for message in messages:
+        if message.topic == "_schemas":
+            record = orjson.loads(message.value or b"")
+            assert client.register(record["subject"], record["schema"]) == record["id"]
+    return messages
 
 
 def _avro_representable(events: list[Any]) -> bool:
@@ -495,6 +524,12 @@ AVRO = Profile(
             _avro_golden,
             {"schema-registry": _AVRO_GOLDEN_REGISTRY, **_EXTENSION},
             {"RowChange": 3},
+        ),
+        Golden(
+            "sample",
+            _avro_sample,
+            {"schema-registry": _AVRO_SAMPLE_REGISTRY, **_EXTENSION},
+            {"RowChange": 40},
         ),
     ),
     representable=_avro_representable,
