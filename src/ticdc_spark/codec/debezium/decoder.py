@@ -10,10 +10,12 @@ What a message is, from its value:
 * ``P.op`` ``c``/``r`` (snapshot read)/``u``/``d`` is a row, ``m`` TiCDC's checkpoint (a
   watermark at ``source.commit_ts``); no ``op`` and a ``ddl`` is a schema change.
 
-Column types come from the Connect schema (:mod:`.connect`).  Without one, they are guessed
-from the JSON values: an integer is read as BIGINT, a fraction as DOUBLE, a boolean as BIT(1),
-text as LONGTEXT and an object as JSON, so DATE/DATETIME numbers, DECIMAL doubles, base64
-binary values and ENUM names stay in their wire form; a warning says so, once per table.
+Column types come from the Connect schema (:mod:`.connect`); a table with DECIMAL columns has
+its numbers read from their text, never through a double (:mod:`.typed`).  Without a schema,
+types are guessed from the JSON values (:mod:`.guess`): an integer is read as BIGINT, a
+fraction as DOUBLE, a boolean as BIT(1), text as LONGTEXT and an object as JSON, so
+DATE/DATETIME numbers, DECIMAL doubles, base64 binary values and ENUM names stay in their wire
+form; a warning says so, once per table.
 
 TiCDC puts the commit ts in ``source.commit_ts``.  Genuine Debezium has none: its rows carry
 :data:`~ticdc_spark.model.UNKNOWN_COMMIT_TS`, and their order is their partition position (a
@@ -359,7 +361,8 @@ _NO_SCHEMA = (
     "%s: %s has no Connect schema (schemas.enable=false or debezium-disable-schema): column "
     "types are guessed from the JSON values (integers BIGINT, fractions DOUBLE, text "
     "LONGTEXT); dates, times, decimals, binary (base64), ENUM/SET names, BIT bytes and "
-    "unsigned BIGINTs over 2^63-1 stay in their wire form"
+    "unsigned BIGINTs over 2^63-1 stay in their wire form, and a DECIMAL sent as a number "
+    "keeps the 15-17 digits of a DOUBLE"
 )
 _NO_COMMIT_TS = (
     "%s: %s rows carry no source.commit_ts (genuine Debezium, not TiCDC): their commit ts is "
