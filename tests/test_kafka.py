@@ -157,6 +157,7 @@ def test_stream_reads_every_record_once_across_restarts(
     spark, kafka_broker: str, tmp_path: Path
 ) -> None:
     from ticdc_spark.spark.kafka_source import register
+    from ticdc_spark.spark.trigger import start_query
 
     register(spark)
     topic = _topic(kafka_broker, 3, 60)
@@ -170,6 +171,7 @@ def test_stream_reads_every_record_once_across_restarts(
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", 25)
+            .option("availableNow", "true")
             .load()
         )
 
@@ -178,13 +180,9 @@ def test_stream_reads_every_record_once_across_restarts(
             seen.extend((r.partition, r.offset) for r in rows)
             batches.append(len(rows))
 
-        (
-            frame.writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-            .awaitTermination()
-        )
+        writer = frame.writeStream.foreachBatch(collect)
+        writer = writer.option("checkpointLocation", str(tmp_path / "ckpt"))
+        assert start_query(writer, "once").awaitTermination(300)
 
     run()
     assert len(batches) >= 3 and max(batches) <= 25

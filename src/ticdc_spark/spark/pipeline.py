@@ -41,6 +41,7 @@ from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
+from ticdc_spark.spark.trigger import once_options, start_query
 
 __all__ = [
     "DEFAULT_CHANGES_PER_BATCH",
@@ -297,15 +298,7 @@ def start(
         .option("checkpointLocation", str(Path(config.checkpoint) / "spark"))
         .queryName("ticdc-spark")
     )
-    if config.trigger == "once":
-        writer = writer.trigger(availableNow=True)
-    else:
-        try:
-            seconds = float(config.trigger)
-        except ValueError:
-            raise ConfigError(f"--trigger is 'once' or seconds, not {config.trigger!r}") from None
-        writer = writer.trigger(processingTime=f"{seconds} seconds")
-    return RunningPipeline(writer.start(), background)
+    return RunningPipeline(start_query(writer, config.trigger), background)
 
 
 class _Background:
@@ -397,6 +390,7 @@ def run(
     """Run the pipeline until it has consumed everything (trigger once) or is stopped; each
     micro-batch bounded (:func:`bounded_source_options`)."""
     options = bounded_source_options(config.source, config.protocol, config.source_options)
+    options = once_options(options, config.trigger)  # (the end fixed at the start: trigger.py)
     source_df = read_source(spark, config.source, options, config.checkpoint)
     query = start(spark, source_df, config, on_batch)
     try:
