@@ -194,7 +194,7 @@ def bounded_source_options(
     names, compared ignoring case): ``maxOffsetsPerTrigger`` of about
     :data:`DEFAULT_CHANGES_PER_BATCH` changes, and for a capture directory
     ``maxBytesPerTrigger`` :data:`DEFAULT_MAX_BYTES_PER_TRIGGER`.  Under ``--trigger once``
-    (Spark's Trigger.AvailableNow) the backlog is applied in as many bounded micro-batches
+    (spark/trigger.py) the backlog is applied in as many bounded micro-batches
     as it takes.  Set a larger value to lift a bound."""
     out = dict(options)
     given = {k.lower(): v for k, v in options.items()}
