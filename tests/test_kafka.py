@@ -1,4 +1,4 @@
-"""Kafka: client configuration, and our Spark source against a real broker (Tansu)."""
+"""Kafka: client configuration, and our Spark source against Apache Kafka."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from kafka_broker import ONE_RECORD_PER_REQUEST
 from ticdc_spark.codec import Message
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.io.kafka import KafkaProducerSink, client_config, parse_kafka_uri, redact
@@ -84,7 +83,7 @@ def test_kafka_uri() -> None:
 
 def _topic(kafka_broker: str, partitions: int, records: int) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.create_topics([name], partitions)
     sink.write(
         [
@@ -98,9 +97,7 @@ def _topic(kafka_broker: str, partitions: int, records: int) -> str:
 
 @pytest.mark.kafka
 def test_producer_delivery_errors_are_raised(kafka_broker: str) -> None:
-    sink = KafkaProducerSink(
-        kafka_broker, config={**ONE_RECORD_PER_REQUEST, "message.max.bytes": 1000}
-    )
+    sink = KafkaProducerSink(kafka_broker, config={"message.max.bytes": 1000})
     with pytest.raises(TiCDCSparkError):
         sink.write([Message(None, b"x" * 5000, topic="nope", partition=0)])
         sink.close(10)
@@ -186,7 +183,7 @@ def test_stream_reads_every_record_once_across_restarts(
 
     run()
     assert len(batches) >= 3 and max(batches) <= 25
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.write([Message(None, b"late", topic=topic, partition=2)])
     sink.close()
     run()  # restarted from the checkpoint: only the new record

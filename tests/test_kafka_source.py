@@ -1,8 +1,5 @@
-"""The ticdc-kafka source against real brokers: Spark's semantics where data could be lost.
-
-Tansu (tests/kafka_broker.py) for the ordinary cases; librdkafka's built-in mock cluster for
-what Tansu cannot show (it never deletes records).
-"""
+"""The ticdc-kafka source against Apache Kafka (tests/kafka_broker.py): Spark's semantics
+where data could be lost."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import uuid
 
 import pytest
 
-from kafka_broker import ONE_RECORD_PER_REQUEST
 from stream_calls import resumed_at
 from ticdc_spark.codec import Message
 from ticdc_spark.errors import ConfigError
@@ -20,7 +16,7 @@ from ticdc_spark.io.kafka import KafkaProducerSink
 
 def _topic(bootstrap: str, partitions: int, records: int, config: dict | None = None) -> str:
     name = f"s-{uuid.uuid4().hex[:8]}"
-    sink = KafkaProducerSink(bootstrap, config={**ONE_RECORD_PER_REQUEST, **(config or {})})
+    sink = KafkaProducerSink(bootstrap, config=config)
     sink.create_topics([name], partitions)
     if records:
         sink.write(
@@ -65,7 +61,7 @@ def test_a_batch_read_with_nothing_to_read_is_empty(spark, kafka_broker: str) ->
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
-    sink = KafkaProducerSink(bootstrap, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(bootstrap)
     sink.write([Message(None, v, topic=topic, partition=partition) for v in values])
     sink.close()
 
@@ -151,7 +147,7 @@ def _recreate(bootstrap: str, topic: str, partitions: int, records: int) -> None
         assert time.monotonic() < deadline, "the deleted topic is still listed"
         time.sleep(0.2)
     if partitions:
-        sink = KafkaProducerSink(bootstrap, config=ONE_RECORD_PER_REQUEST)
+        sink = KafkaProducerSink(bootstrap)
         sink.create_topics([topic], partitions)
         sink.write([Message(None, b"r%d" % i, topic=topic, partition=0) for i in range(records)])
         sink.close()
@@ -201,7 +197,7 @@ def test_partitions_that_disappear_are_data_loss(kafka_broker: str) -> None:
         failing.partitions(start, end)
     assert lenient.partitions(start, end) == []
     # it comes back: read from its earliest offset, a new partition as Spark reads one
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.create_topics([doomed], 1)
     sink.write([Message(None, b"back", topic=doomed, partition=0)])
     sink.close()
@@ -211,22 +207,27 @@ def test_partitions_that_disappear_are_data_loss(kafka_broker: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def mock_cluster():  # type: ignore[no-untyped-def]
-    from kafka_broker import MockCluster
+def mock_cluster(kafka_cluster):  # type: ignore[no-untyped-def]
+    return kafka_cluster
 
-    return MockCluster()
+
+def delete_head(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """Delete the records of a partition below offset ``before``, as retention deletes a
+    partition's oldest segments (Kafka's DeleteRecords: the log start offset moves)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, before)]).values():
+        future.result(30)
 
 
 def _trimmed_topic(bootstrap: str) -> str:
-    """Partition 0 of a new topic on the mock cluster with offsets 2..11 left of 0..11: 500 kB
-    records, and the mock keeps 5 MB a partition (as retention deletes old segments)."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    """Partition 0 of a new topic with offsets 2..11 left of 0..11."""
+    from confluent_kafka import Consumer, TopicPartition
 
-    topic = f"m-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": bootstrap, **ONE_RECORD_PER_REQUEST})
-    for i in range(12):
-        producer.produce(topic, b"%d" % i + b"x" * 500_000, partition=0)
-        producer.flush(10)
+    topic = _topic(bootstrap, 1, 12)
+    delete_head(bootstrap, topic, 0, 2)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (2, 12)
     consumer.close()
@@ -283,8 +284,7 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
     """Offsets 0-2 a committed transaction, 3 its marker, 4-5 an aborted one, 6 its marker:
     a range ending on a marker never completed (the reader waited for an offset that is never
     delivered, timed out, and the restarted query planned the same range again).  Spark
-    finishes a range by the consumer's position.  (The mock cluster does not filter aborted
-    records under read_committed; a broker would, which only leaves fewer records.)"""
+    finishes a range by the consumer's position; read_committed leaves the aborted ones out."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from ticdc_spark.spark.kafka_options import SourceConfig
@@ -322,9 +322,8 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
     ]:
         offsets = _offsets(read_range(config, topic, 0, since, until))
         if isolation == "read_committed":
-            assert set(offsets) <= set(expected)
-        else:
-            assert offsets == expected
+            expected = [o for o in expected if o < 3]
+        assert offsets == expected
 
 
 @pytest.mark.kafka
@@ -740,10 +739,10 @@ def test_headers_column_only_with_include_headers(kafka_broker: str) -> None:
     topic = f"h-{uuid.uuid4().hex[:8]}"
     from confluent_kafka import Producer
 
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.create_topics([topic], 1)
     sink.close()
-    producer = Producer({"bootstrap.servers": kafka_broker, **ONE_RECORD_PER_REQUEST})
+    producer = Producer({"bootstrap.servers": kafka_broker})
     producer.produce(topic, b"v", b"k", partition=0, headers=[("h", b"1")])
     assert producer.flush(10) == 0
     for include, columns in (({}, 7), ({"includeHeaders": "true"}, 8)):

@@ -108,3 +108,8 @@ def _excerpt(payload: bytes | str | None) -> bytes | None:
 class RegistryError(TiCDCSparkError):
     """A schema registry refused a call or could not be reached (after retries).  Its message
     names the registry by its URL with any password removed, and never the password."""
+
+
+class KafkaUnreachable(TiCDCSparkError):
+    """No broker of a Kafka source answered in time (down, wrong address, refused the
+    credentials): the input may be fine, the service is not there."""

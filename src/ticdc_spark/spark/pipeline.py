@@ -41,6 +41,7 @@ from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
+from ticdc_spark.spark.spark_kafka import read_spark_kafka
 from ticdc_spark.spark.trigger import once_options, start_query
 
 __all__ = [
@@ -89,6 +90,7 @@ class PipelineConfig:
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
     max_held_rows: int = MAX_HELD_ROWS  # rows held back for a later batch, at most
+    kafka_source: str = "ticdc"  # or "spark": Spark's own Kafka source (spark/spark_kafka.py)
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -133,11 +135,15 @@ def read_source(
     source: str,
     options: Mapping[str, str] | None = None,
     checkpoint: str | None = None,
+    kafka_source: str = "ticdc",
 ) -> Any:
     """A streaming DataFrame with Spark's Kafka-source columns for a source spec.  With a
     ``checkpoint`` (the pipeline's), a Kafka source keeps the initial offsets it resolved
     there, so a restart re-running batch 0 starts where the first run did."""
     options = dict(options or {})
+    if is_kafka_uri(source) and kafka_source != "ticdc":
+        _mask_secret_options(spark)
+        return read_spark_kafka(spark, _kafka_options(source, options), kafka_source)
     if is_kafka_uri(source):
         if checkpoint is not None and not any(k.lower() == "initialoffsetspath" for k in options):
             options["initialOffsetsPath"] = str(Path(checkpoint) / "kafka-initial-offsets.json")
@@ -298,7 +304,8 @@ def start(
         .option("checkpointLocation", str(Path(config.checkpoint) / "spark"))
         .queryName("ticdc-spark")
     )
-    return RunningPipeline(start_query(writer, config.trigger), background)
+    ours = config.kafka_source == "ticdc" or not is_kafka_uri(config.source)
+    return RunningPipeline(start_query(writer, config.trigger, ours), background)
 
 
 class _Background:
@@ -391,7 +398,7 @@ def run(
     micro-batch bounded (:func:`bounded_source_options`)."""
     options = bounded_source_options(config.source, config.protocol, config.source_options)
     options = once_options(options, config.trigger)  # (the end fixed at the start: trigger.py)
-    source_df = read_source(spark, config.source, options, config.checkpoint)
+    source_df = read_source(spark, config.source, options, config.checkpoint, config.kafka_source)
     query = start(spark, source_df, config, on_batch)
     try:
         query.awaitTermination()
