@@ -50,22 +50,42 @@ def golden_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the whole test run (starting one takes 6-12 s)."""
+    """One local SparkSession for the whole test run (starting one takes 6-12 s), with
+    Spark's own Kafka source (its jars resolved from Maven Central once per machine)."""
     from ticdc_spark.spark.session import local_session
 
-    session = local_session("ticdc-spark-tests")
+    session = local_session("ticdc-spark-tests", features=["kafka"])
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 
 
 @pytest.fixture(scope="session")
-def kafka_broker():  # type: ignore[no-untyped-def]
-    """A Tansu broker on a free loopback port: yields its bootstrap address."""
-    from kafka_broker import Broker
+def kafka_cluster():  # type: ignore[no-untyped-def]
+    """One Apache Kafka node (KRaft) for the whole test run, with PLAINTEXT, SASL and TLS
+    listeners (tests/kafka_broker.py: jars from Maven Central, cached per machine)."""
+    from kafka_broker import KafkaCluster
 
-    broker = Broker()
+    cluster = KafkaCluster(1)
     try:
-        yield broker.bootstrap
+        yield cluster
     finally:
-        broker.stop()
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_cluster) -> str:  # type: ignore[no-untyped-def]
+    """The PLAINTEXT bootstrap address of :func:`kafka_cluster`."""
+    return str(kafka_cluster.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3():  # type: ignore[no-untyped-def]
+    """Three Kafka nodes (replicas, leader changes, broker failures), started on first use."""
+    from kafka_broker import KafkaCluster
+
+    cluster = KafkaCluster(3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

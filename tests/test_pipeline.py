@@ -1,4 +1,4 @@
-"""End to end on Spark: a workload produced to a real Kafka-protocol broker (Tansu),
+"""End to end on Spark: a workload produced to Apache Kafka (tests/kafka_broker.py),
 replicated into Delta Lake and Iceberg tables, verified against the generated state."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import orjson
 import pytest
 
 import restart_helpers
-from kafka_broker import ONE_RECORD_PER_REQUEST
 from ticdc_spark.codec import Message
 from ticdc_spark.dispatch import TopicRouter
 from ticdc_spark.io.kafka import KafkaProducerSink
@@ -56,7 +55,6 @@ def _produce(
         expected=root / "expected",
         topic=expression,
         partitions=3,
-        kafka_config=ONE_RECORD_PER_REQUEST,
     )
     return workload, f"kafka://{kafka_broker}/{','.join(topics)}"
 
@@ -116,7 +114,7 @@ def test_duplicates_replays_and_dead_letters(spark, kafka_broker: str, tmp_path:
             None, b'{"type":"INSERT","isDdl":false,"data":[{"id":1}]}', topic=topics[0], partition=2
         ),
     ]
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.write(replay + bad)
     sink.close()
     target = restart_helpers.target("delta", tmp_path)
@@ -312,7 +310,7 @@ def test_consistent_mode_waits_for_a_partition_that_has_sent_nothing(
     from ticdc_spark.model import Watermark
 
     topic = f"quiet_{uuid.uuid4().hex[:6]}"
-    producer = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    producer = KafkaProducerSink(kafka_broker)
     producer.create_topics([topic], partitions=2)
     ts = 445644800000000003
     (watermark,) = make_encoder("canal-json", PROTOCOLS["canal-json"]).encode([Watermark(ts + 1)])

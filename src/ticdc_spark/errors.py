@@ -146,3 +146,8 @@ class DamagedState(CheckpointError):
     @property
     def short(self) -> str:
         return f"{self.path} {self.problem}"
+
+
+class KafkaUnreachable(TiCDCSparkError):
+    """No broker of a Kafka source answered in time (down, wrong address, refused the
+    credentials): the input may be fine, the service is not there."""

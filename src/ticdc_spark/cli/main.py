@@ -14,6 +14,7 @@ from ticdc_spark.errors import (
     ConfigError,
     DecodeError,
     EncodeError,
+    KafkaUnreachable,
     RegistryError,
 )
 
@@ -31,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BadInput, ConfigError, CaptureError, DecodeError, EncodeError) as exc:
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except RegistryError as exc:  # (the input may be fine: the registry is down or refused)
+    except (RegistryError, KafkaUnreachable) as exc:  # (the input may be fine: the service)
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:  # e.g. piped into `head`

@@ -42,6 +42,13 @@ def _ends_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--checkpoint", required=True, metavar="DIR")
     parser.add_argument(
+        "--kafka-source",
+        choices=("ticdc", "spark"),
+        default="ticdc",
+        help="what reads a kafka:// source: ticdc (ours, on librdkafka: no JVM download) or "
+        "spark (Spark's own spark-sql-kafka, resolved from Maven Central on first use)",
+    )
+    parser.add_argument(
         "--mode",
         choices=("consistent", "eventual"),
         default=None,
@@ -114,6 +121,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
     lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
     stop it any time, run it again, it resumes exactly.
     """
+    from ticdc_spark.io.kafka import check_reachable, is_kafka_uri
     from ticdc_spark.spark.pipeline import PipelineConfig, check_mode, default_mode, run
     from ticdc_spark.spark.session import local_session
 
@@ -130,13 +138,17 @@ def _run_replicate(args: argparse.Namespace) -> int:
         dead_letters=args.dead_letters,
         overlap=not args.serial_apply,
         table_filter=tuple(args.filter),
+        kafka_source=args.kafka_source,
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
     check_mode(config.protocol, config.mode)
+    if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
+        check_reachable(config.source, config.source_options)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
-    spark = local_session("ticdc-spark replicate", settings=settings)
+    features = ("kafka",) if is_kafka_uri(config.source) and args.kafka_source == "spark" else ()
+    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
     spark.sparkContext.setLogLevel("ERROR")
     totals = _Totals()
     run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
