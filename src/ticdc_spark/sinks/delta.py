@@ -5,10 +5,19 @@ a Delta *app transaction* (``txn`` action: the pipeline's id and the step's vers
 is how Delta writers make retried writes idempotent: a replayed step sees its version
 already recorded and is skipped.
 
-Every change is one Delta commit or one directory rename, so a kill at any moment leaves
-each table whole: a rename moves the directory, and a drop first moves the table into
-``ROOT/_ticdc%trash`` (a name no table's directory has: ``%`` is quoted in those) and then
-deletes it there; a sink opened later finishes deleting what the trash holds.
+``ROOT`` is a local directory or an object store's URI (``s3://bucket/lake``, ``gs://``,
+``abfss://``), configured by the standard environment and ``--storage-option``
+(:class:`~ticdc_spark.storage.StorageOptions`).  delta-rs commits on object stores with a
+conditional PUT (``If-None-Match: *``), so no locking provider is needed.
+
+On a local disk every change is one Delta commit or one directory rename, so a kill at any
+moment leaves each table whole: a rename moves the directory, and a drop first moves the
+table into ``ROOT/_ticdc%trash`` (a name no table's directory has: ``%`` is quoted in those)
+and then deletes it there; a sink opened later finishes deleting what the trash holds.
+
+Object stores have no rename: there (:mod:`ticdc_spark.sinks.delta_objects`) a rename copies
+the table's objects and a drop deletes them, each announced first by an *intent* object that
+a sink opened after a crash carries out to the end before anything else.
 """
 
 from __future__ import annotations
@@ -26,6 +35,9 @@ from ticdc_spark.crashpoints import crash_point
 from ticdc_spark.model import TableSchema
 from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.delta_objects import ObjectTables, table_prefix
+from ticdc_spark.storage import StorageOptions, is_local, join, open_store
+from ticdc_spark.storage.store import local_path
 
 __all__ = ["DeltaSink"]
 
@@ -41,18 +53,32 @@ TRASH = "_ticdc%trash"  # dropped tables being deleted (never a quoted database 
 
 
 class DeltaSink(TableSink):
-    """Delta tables under a local directory."""
+    """Delta tables under a local directory or an object store's prefix."""
 
     name = "delta"
 
-    def __init__(self, root: str | Path, app_id: str = "ticdc-spark") -> None:
+    def __init__(
+        self, root: str | Path, app_id: str = "ticdc-spark", storage: StorageOptions | None = None
+    ) -> None:
         super().__init__()
-        self.root = Path(root)
+        self.uri = str(root).rstrip("/") or "/"
         self.app_id = app_id
-        self._empty_trash()
+        self.local = is_local(self.uri)
+        self.root = Path(local_path(self.uri)) if self.local else None
+        options = storage or StorageOptions.from_environment()
+        scheme = self.uri.partition(":")[0]
+        self.storage_options = None if self.local else options.delta(scheme)
+        self.objects = None if self.local else ObjectTables(open_store(self.uri, options))
+        if self.objects is not None:
+            self.objects.finish_pending()
+        else:
+            self._empty_trash()
 
-    def path(self, key: TableKey) -> Path:
-        return self.root / _safe(key[0]) / _safe(key[1])
+    def path(self, key: TableKey) -> str:
+        """Where the table of ``key`` is: a local path or a URI."""
+        if self.root is not None:
+            return str(self.root / _safe(key[0]) / _safe(key[1]))
+        return join(self.uri, table_prefix(key))
 
     def _commit(self, version: int) -> Any:
         from deltalake import CommitProperties, Transaction
@@ -64,25 +90,29 @@ class DeltaSink(TableSink):
     def open_table(self, key: TableKey) -> Any:
         from deltalake import DeltaTable
 
-        return DeltaTable(str(self.path(key)))
+        return DeltaTable(self.path(key), storage_options=self.storage_options)
 
     def exists(self, key: TableKey) -> bool:
         from deltalake import DeltaTable
 
-        return key in self._open or DeltaTable.is_deltatable(str(self.path(key)))
+        return key in self._open or DeltaTable.is_deltatable(
+            self.path(key), storage_options=self.storage_options
+        )
 
     def create(self, schema: TableSchema) -> None:
         from deltalake import DeltaTable
 
         key = (schema.database, schema.table)
         self._forget(key)
-        self.path(key).mkdir(parents=True, exist_ok=True)
+        if self.root is not None:
+            Path(self.path(key)).mkdir(parents=True, exist_ok=True)
         DeltaTable.create(
-            str(self.path(key)),
+            self.path(key),
             table_arrow_schema(schema),
             mode="ignore",
             name=schema.table,
             description=f"TiDB {schema.qualified_name}",
+            storage_options=self.storage_options,
         )
 
     def arrow_schema(self, key: TableKey) -> Any:
@@ -136,11 +166,12 @@ class DeltaSink(TableSink):
         self._forget(key)
         crash_point("rewrite")
         write_deltalake(
-            str(self.path(key)),
+            self.path(key),
             pa.Table.from_arrays(columns, schema=target),
             mode="overwrite",
             schema_mode="overwrite",
             commit_properties=self._commit(version),
+            storage_options=self.storage_options,
         )
 
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
@@ -149,8 +180,13 @@ class DeltaSink(TableSink):
         )
 
     def drop(self, key: TableKey) -> None:
-        """Move the table into the trash (one rename: it is whole or gone), then delete it."""
+        """Move the table into the trash (one rename: it is whole or gone), then delete it
+        (on an object store: announce the drop, then delete the table's objects)."""
         self._forget(key)
+        if self.objects is not None:
+            self.objects.drop(key)
+            return
+        assert self.root is not None
         trash = self.root / TRASH / uuid.uuid4().hex
         trash.parent.mkdir(parents=True, exist_ok=True)
         os.rename(self.path(key), trash)
@@ -159,6 +195,7 @@ class DeltaSink(TableSink):
 
     def _empty_trash(self) -> None:
         """Finish deleting the tables a killed run had dropped."""
+        assert self.root is not None
         trash = self.root / TRASH
         for entry in sorted(trash.iterdir()) if trash.is_dir() else []:
             log.warning("finishing the drop of a table a stopped run began: deleting %s", entry)
@@ -166,10 +203,13 @@ class DeltaSink(TableSink):
 
     def rename(self, old: TableKey, new: TableKey) -> None:
         self._forget(old, new)
-        target = self.path(new)
+        if self.objects is not None:
+            self.objects.rename(old, new)
+            return
+        target = Path(self.path(new))
         target.parent.mkdir(parents=True, exist_ok=True)
         crash_point("rename")
-        self.path(old).rename(target)
+        Path(self.path(old)).rename(target)
 
     def read(self, key: TableKey) -> Any:
         return self._table(key).to_pyarrow_table()
@@ -177,12 +217,20 @@ class DeltaSink(TableSink):
     def tables(self) -> list[TableKey]:
         from deltalake import DeltaTable
 
+        if self.objects is not None:
+            candidates = self.objects.candidates()
+        else:
+            assert self.root is not None
+            candidates = [
+                (_unsafe(database.name), _unsafe(table.name))
+                for database in sorted(p for p in self.root.glob("*") if p.is_dir())
+                if database.name != TRASH
+                for table in sorted(p for p in database.glob("*") if p.is_dir())
+            ]
         return [
-            (_unsafe(database.name), _unsafe(table.name))
-            for database in sorted(p for p in self.root.glob("*") if p.is_dir())
-            if database.name != TRASH
-            for table in sorted(p for p in database.glob("*") if p.is_dir())
-            if DeltaTable.is_deltatable(str(table))
+            key
+            for key in candidates
+            if DeltaTable.is_deltatable(self.path(key), storage_options=self.storage_options)
         ]
 
 

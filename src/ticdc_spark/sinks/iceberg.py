@@ -5,6 +5,14 @@ one namespace per upstream database, one table per upstream table.  Every change
 one Iceberg transaction together with the table property ``ticdc.version`` (the step's
 version), so a replayed step is recognised and skipped.  Iceberg has no 8- or 16-bit
 integers: those columns are stored as ``int``.
+
+The warehouse may be an object store's URI (``s3://bucket/warehouse``, ``gs://``,
+``abfss://``): pyiceberg's FileIO gets its endpoint and credentials from
+:meth:`~ticdc_spark.storage.StorageOptions.iceberg` (pyiceberg itself reads no
+``AWS_ENDPOINT_URL``).  Every commit, rename and drop is one catalog transaction, whatever
+the store: Iceberg never renames files.  The catalog is a SQL database (SQLAlchemy URI): a
+SQLite file suits one machine; a job whose machines come and go needs a catalog that outlives
+them (``postgresql+psycopg2://...``).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
 
@@ -81,11 +90,18 @@ class IcebergSink(TableSink):
 
     name = "iceberg"
 
-    def __init__(self, catalog_uri: str, warehouse: str, name: str = "ticdc") -> None:
+    def __init__(
+        self,
+        catalog_uri: str,
+        warehouse: str,
+        name: str = "ticdc",
+        storage: StorageOptions | None = None,
+    ) -> None:
         from pyiceberg.catalog.sql import SqlCatalog
 
         super().__init__()
-        self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse)
+        files = (storage or StorageOptions.from_environment()).iceberg()
+        self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse, **files)
 
     def _cast(self, schema: TableSchema, rows: Any) -> Any:
         """Rows in the stored types, their columns in the table's order (pyiceberg matches

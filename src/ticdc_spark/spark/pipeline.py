@@ -41,6 +41,7 @@ from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, redact
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.spark.decode import decode
+from ticdc_spark.storage import StorageOptions
 
 __all__ = [
     "DEFAULT_CHANGES_PER_BATCH",
@@ -110,18 +111,21 @@ def check_mode(protocol: str, mode: str) -> None:
         )
 
 
-def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
-    """``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE``."""
+def make_sink(
+    target: str, app_id: str = "ticdc-spark", storage: StorageOptions | None = None
+) -> TableSink:
+    """``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE`` (PATH and WAREHOUSE local or an
+    object store's URI, configured by ``storage``: by default the environment's)."""
     kind, sep, rest = target.partition(":")
     kind = kind.lower()
     if kind == "delta" and sep and rest:
         from ticdc_spark.sinks.delta import DeltaSink
 
-        return DeltaSink(rest, app_id=app_id)
+        return DeltaSink(rest, app_id=app_id, storage=storage)
     if kind == "iceberg" and sep and rest:
         from ticdc_spark.sinks.iceberg import IcebergSink, parse_iceberg_target
 
-        return IcebergSink(*parse_iceberg_target(rest))
+        return IcebergSink(*parse_iceberg_target(rest), storage=storage)
     raise ConfigError(
         f"unknown target {redact(target)!r}: use delta:PATH or iceberg:CATALOG_URI#WAREHOUSE"
     )

@@ -1,0 +1,172 @@
+"""A :class:`~ticdc_spark.storage.store.Store` over an object store, through obstore.
+
+Requests that fail on the way (refused or dropped connections, 5xx answers) are retried by
+object_store with exponential backoff, ``MAX_RETRIES`` times within ``RETRY_TIMEOUT`` seconds
+(``--storage-option``; 10 times within 3 minutes by default); past that the operation fails
+with one line naming the object and the reason.
+
+A conditional PUT whose answer is lost and that object_store sends again finds its own first
+attempt and is refused (412): callers of :meth:`create` and :meth:`replace` that must tell
+"someone else wrote it" from "I wrote it" put a token of their own in the object and read it
+back (the lease does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from ticdc_spark.errors import ObjectNotFound, StorageError
+from ticdc_spark.storage.options import StorageOptions
+from ticdc_spark.storage.store import Store
+
+__all__ = ["ObjectStore"]
+
+_S3_CODE = re.compile(r"<Code>([A-Za-z]+)</Code>")
+_STATUS = re.compile(r"status code: (\d{3} [A-Za-z ]+?):")
+_OS_ERROR = re.compile(r'message: "([^"]+)"')
+_RETRIES = re.compile(r"after (\d+) retries")
+
+
+def _reason(exc: Exception) -> str:
+    """A short, credential-free account of an obstore error: the HTTP status and the
+    store's error code, or the network error and the retries made."""
+    import obstore.exceptions as oe
+
+    text = str(exc)
+    status, code = _STATUS.search(text), _S3_CODE.search(text)
+    answer = " ".join(m[1] for m in (status, code) if m)
+    if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError):
+        return (
+            f"access denied ({answer or 'unauthenticated'}): check the credentials "
+            "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --storage-option)"
+        )
+    if answer:
+        return f"the store answered {answer}"
+    cause = _OS_ERROR.search(text)
+    retries = _RETRIES.search(text)
+    reason = cause[1].lower() if cause else text.splitlines()[0].split(" - ")[-1][:200]
+    tried = f" (after {retries[1]} retries)" if retries else ""
+    return f"the store did not answer: {reason}{tried}"
+
+
+class ObjectStore(Store):
+    """Objects under ``scheme://bucket/prefix``."""
+
+    def __init__(self, uri: str, options: StorageOptions) -> None:
+        import obstore.store
+
+        parts = urlsplit(uri)
+        if parts.username or parts.password or parts.query:
+            raise StorageError(
+                f"put no credentials or query in a storage URI ({parts.scheme}://"
+                f"{parts.hostname}{parts.path}): use the environment or --storage-option"
+            )
+        self.uri = uri.rstrip("/")
+        self.scheme = parts.scheme.lower()
+        config, client, retry = options.obstore(self.scheme)
+        self._secrets = [v for k, v in options.values.items() if options._secret(k) and v]
+        url = self.uri if self.scheme != "s3a" else "s3" + self.uri[3:]
+        with self._errors("open", ""):
+            self._store: Any = cast(Any, obstore.store).from_url(
+                url, config=config, client_options=client, retry_config=retry or None
+            )
+
+    @contextlib.contextmanager
+    def _errors(self, action: str, key: str) -> Iterator[None]:
+        """obstore's errors as one line naming the object (never a credential)."""
+        import obstore.exceptions as oe
+
+        where = self.describe(key)
+        try:
+            yield
+        except oe.NotFoundError:
+            raise ObjectNotFound(f"{where} does not exist", where) from None
+        except (oe.BaseError, ValueError, OSError, RuntimeError) as exc:
+            message = f"cannot {action} {where}: {_reason(exc)}"
+            for secret in self._secrets:
+                message = message.replace(secret, "***")
+            raise StorageError(message, where) from None
+
+    def read(self, key: str) -> bytes:
+        import obstore
+
+        with self._errors("read", key):
+            return bytes(obstore.get(self._store, key).bytes())
+
+    def read_versioned(self, key: str) -> tuple[bytes, str]:
+        import obstore
+
+        with self._errors("read", key):
+            result = obstore.get(self._store, key)
+            return bytes(result.bytes()), str(result.meta["e_tag"])
+
+    def exists(self, key: str) -> bool:
+        import obstore
+
+        with contextlib.suppress(ObjectNotFound), self._errors("look up", key):
+            obstore.head(self._store, key)
+            return True
+        return False
+
+    def write(self, key: str, data: bytes) -> None:
+        import obstore
+
+        with self._errors("write", key):
+            obstore.put(self._store, key, data)
+
+    def create(self, key: str, data: bytes) -> bool:
+        import obstore
+        import obstore.exceptions as oe
+
+        with self._errors("create", key):
+            try:
+                obstore.put(self._store, key, data, mode="create")
+            except (oe.AlreadyExistsError, oe.PreconditionError):
+                return False
+            return True
+
+    def replace(self, key: str, data: bytes, version: str) -> bool:
+        import obstore
+        import obstore.exceptions as oe
+
+        with self._errors("replace", key):
+            try:
+                obstore.put(self._store, key, data, mode={"e_tag": version})
+            except (oe.PreconditionError, oe.NotFoundError):
+                return False
+            return True
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        import obstore
+
+        with self._errors("list", prefix):
+            batches = obstore.list(self._store, prefix or None)
+            found = [o["path"] for batch in batches for o in batch]
+        return sorted(k for k in found if k.startswith(prefix))
+
+    def children(self, prefix: str = "") -> list[str]:
+        import obstore
+
+        base = prefix.strip("/")
+        with self._errors("list", prefix):
+            listed = obstore.list_with_delimiter(self._store, base or None)
+        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in listed["common_prefixes"])
+
+    def delete(self, keys: str | Iterable[str]) -> None:
+        import obstore
+
+        batch = [keys] if isinstance(keys, str) else list(keys)
+        for start in range(0, len(batch), 1000):  # (S3's bulk delete takes 1,000 at most)
+            chunk = batch[start : start + 1000]
+            with self._errors("delete", chunk[0]):
+                obstore.delete(self._store, chunk)
+
+    def copy(self, source: str, target: str) -> None:
+        import obstore
+
+        with self._errors(f"copy {self.describe(source)} to", target):
+            obstore.copy(self._store, source, target)
