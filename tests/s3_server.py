@@ -127,9 +127,7 @@ class SeaweedFS:
         from ticdc_spark.errors import StorageError
         from ticdc_spark.storage import StorageOptions, open_store
 
-        options = StorageOptions.from_environment(
-            {"MAX_RETRIES": "0"}, environ=self.environment()
-        )
+        options = StorageOptions.from_environment({"MAX_RETRIES": "0"}, environ=self.environment())
         store = open_store(f"s3://{BUCKET}", options)
         deadline = time.monotonic() + timeout
         while True:

@@ -130,10 +130,10 @@ class Lease:
             if held.token == self._mine.token:  # (our create's answer was lost and resent)
                 self._version = version
                 return
-            if not held.released and self._fresh(held):
+            if not held.released and (
+                self._fresh(held) or not self._stale_after_watching(held, version)
+            ):
                 raise LeaseHeld(self._refusal(held))
-            if not held.released and not self._stale_after_watching(held, version):
-                continue  # renewed meanwhile: look again (and refuse)
             if self.store.replace(self.key, self._body(), version) and self._confirm():
                 if not held.released:
                     log.warning("took over the lease %s from %s", self.where, held.describe())
@@ -210,8 +210,7 @@ class Lease:
     def renew(self) -> None:
         """Renew the lease now; :class:`LeaseLost` if another job took it."""
         with self._lock:
-            if self._lost:
-                raise LeaseLost(self._lost)
+            self.check()  # (silent too long: another job may have it already)
             if self._version is None:
                 raise LeaseLost(f"{self.where} was never taken by this job")
             self.store.replace(self.key, self._body(), self._version)
@@ -267,7 +266,7 @@ class Lease:
             released = replace(self._mine, renewed=self._clock(), released=True).dump()
             if not self.store.replace(self.key, released, self._version):
                 log.warning("%s was no longer ours when released", self.where)
-            self._version = None
+            self._version, self._lost = None, f"{self.where} was released by this job"
 
     def __enter__(self) -> Lease:
         self.acquire()

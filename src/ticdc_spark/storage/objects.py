@@ -83,7 +83,7 @@ class ObjectStore(Store):
         where = self.describe(key)
         try:
             yield
-        except oe.NotFoundError:
+        except (oe.NotFoundError, FileNotFoundError):  # (obstore raises either)
             raise ObjectNotFound(f"{where} does not exist", where) from None
         except (oe.BaseError, ValueError, OSError, RuntimeError) as exc:
             message = f"cannot {action} {where}: {_reason(exc)}"
@@ -136,7 +136,7 @@ class ObjectStore(Store):
         with self._errors("replace", key):
             try:
                 obstore.put(self._store, key, data, mode={"e_tag": version})
-            except (oe.PreconditionError, oe.NotFoundError):
+            except (oe.PreconditionError, oe.NotFoundError, FileNotFoundError):
                 return False
             return True
 
@@ -144,7 +144,8 @@ class ObjectStore(Store):
         import obstore
 
         with self._errors("list", prefix):
-            batches = obstore.list(self._store, prefix or None)
+            # (object_store lists whole path segments: "a/b" lists a/b/..., not a/bc)
+            batches = obstore.list(self._store, prefix.rpartition("/")[0] or None)
             found = [o["path"] for batch in batches for o in batch]
         return sorted(k for k in found if k.startswith(prefix))
 

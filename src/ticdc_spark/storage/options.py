@@ -200,7 +200,11 @@ class StorageOptions:
         """Spark settings for Hadoop's S3A connector (``s3a://`` paths; the ``s3`` feature of
         :mod:`ticdc_spark.spark.jars` puts it on the class path)."""
         prefix = "spark.hadoop.fs.s3a."
-        settings = {
+        settings = {  # s3:// paths through S3A too (as EMR and Databricks take them)
+            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+        }
+        settings |= {
             prefix + key.s3a: self.values[key.name]
             for key in _KEYS
             if key.s3a is not None and key.name in self.values
