@@ -17,6 +17,7 @@ the environment that points ticdc-spark (and the AWS CLI, delta-rs, ...) at it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ACCESS_KEY = "ticdc-test-access"
@@ -73,6 +75,7 @@ class SeaweedFS:
         self.ports = dict(zip(names, _free_ports(len(names)), strict=True))
         self.endpoint = f"http://127.0.0.1:{self.ports['s3']}"
         self.process: subprocess.Popen[bytes] | None = None
+        self._had_volumes = 0
 
     def environment(self) -> dict[str, str]:
         """The standard AWS environment that points a client at this server."""
@@ -123,7 +126,9 @@ class SeaweedFS:
         self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
-        """Until a signed PUT succeeds (which also creates the bucket, for this identity)."""
+        """Until a signed PUT succeeds (which also creates the bucket, for this identity)
+        and, after a restart, the volume server has registered the volumes it had (until
+        then reads of the objects in them answer 500 "volume not found")."""
         from ticdc_spark.errors import StorageError
         from ticdc_spark.storage import StorageOptions, open_store
 
@@ -135,13 +140,27 @@ class SeaweedFS:
             if self.process.poll() is not None:
                 raise RuntimeError(f"weed exited with {self.process.returncode}: {self.log()}")
             try:
-                store.write(".ready", b"")
-                return
-            except StorageError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"SeaweedFS did not start: {self.log()}") from None
-                time.sleep(0.3)
+                if self.volumes() >= self._had_volumes:
+                    store.write(".ready", b"ready")  # (not empty: stored in a volume)
+                    return
+            except (StorageError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"SeaweedFS did not start: {self.log()}")
+            time.sleep(0.3)
+
+    def volumes(self) -> int:
+        """How many volumes the master knows of (from its /dir/status)."""
+        url = f"http://127.0.0.1:{self.ports['master']}/dir/status"
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            topology = json.loads(answer.read())["Topology"]
+        return sum(
+            node["Volumes"]
+            for center in topology.get("DataCenters") or []
+            for rack in center.get("Racks") or []
+            for node in rack.get("DataNodes") or []
+        )
 
     def log(self, lines: int = 20) -> str:
         path = self.dir / "weed.log"
@@ -150,6 +169,8 @@ class SeaweedFS:
     def stop(self) -> None:
         """Kill the server (as a crash would), keeping its data for :meth:`start`."""
         if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                self._had_volumes = self.volumes()
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
         self.process = None

@@ -33,9 +33,10 @@ from urllib.parse import quote
 
 from ticdc_spark.crashpoints import crash_point
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
+from ticdc_spark.sinks.base import DELETE_OP, TableKey, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 from ticdc_spark.sinks.delta_objects import ObjectTables, table_prefix
+from ticdc_spark.sinks.stored import StoredSink
 from ticdc_spark.storage import StorageOptions, is_local, join, open_store
 from ticdc_spark.storage.store import local_path
 
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 TRASH = "_ticdc%trash"  # dropped tables being deleted (never a quoted database name)
 
 
-class DeltaSink(TableSink):
+class DeltaSink(StoredSink):
     """Delta tables under a local directory or an object store's prefix."""
 
     name = "delta"
@@ -66,6 +67,7 @@ class DeltaSink(TableSink):
         self.local = is_local(self.uri)
         self.root = Path(local_path(self.uri)) if self.local else None
         options = storage or StorageOptions.from_environment()
+        self.location, self.secrets = self.uri, options.secrets()
         scheme = self.uri.partition(":")[0]
         self.storage_options = None if self.local else options.delta(scheme)
         self.objects = None if self.local else ObjectTables(open_store(self.uri, options))

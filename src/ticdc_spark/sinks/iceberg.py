@@ -25,8 +25,9 @@ from typing import Any
 from ticdc_spark.crashpoints import crash_point
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
+from ticdc_spark.sinks.base import DELETE_OP, TableKey, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.stored import StoredSink
 from ticdc_spark.storage import StorageOptions
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
@@ -85,7 +86,7 @@ def iceberg_arrow_schema(schema: TableSchema) -> Any:
     )
 
 
-class IcebergSink(TableSink):
+class IcebergSink(StoredSink):
     """Iceberg tables in a pyiceberg SQL catalog."""
 
     name = "iceberg"
@@ -100,7 +101,9 @@ class IcebergSink(TableSink):
         from pyiceberg.catalog.sql import SqlCatalog
 
         super().__init__()
-        files = (storage or StorageOptions.from_environment()).iceberg()
+        options = storage or StorageOptions.from_environment()
+        files = options.iceberg()
+        self.location, self.secrets = warehouse, options.secrets()
         self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse, **files)
 
     def _cast(self, schema: TableSchema, rows: Any) -> Any:

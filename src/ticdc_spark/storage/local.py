@@ -78,6 +78,10 @@ class LocalStore(Store):
     def exists(self, key: str) -> bool:
         return self._path(key).is_file()
 
+    def size(self, key: str) -> int:
+        with self._errors("look up", key):
+            return self._path(key).stat().st_size
+
     def _staged(self, path: Path, data: bytes) -> Path:
         """``data`` in a synced temporary file beside ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -23,34 +23,59 @@ from ticdc_spark.errors import ObjectNotFound, StorageError
 from ticdc_spark.storage.options import StorageOptions
 from ticdc_spark.storage.store import Store
 
-__all__ = ["ObjectStore"]
+__all__ = ["ObjectStore", "io_errors", "summarize"]
 
 _S3_CODE = re.compile(r"<Code>([A-Za-z]+)</Code>")
 _STATUS = re.compile(r"status code: (\d{3} [A-Za-z ]+?):")
-_OS_ERROR = re.compile(r'message: "([^"]+)"')
+_OS_ERROR = re.compile(r'message: "([^"]+)"|([A-Z][a-z]+(?: [a-z]+)*) \(os error \d+\)')
 _RETRIES = re.compile(r"after (\d+) retries")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _reason(exc: Exception) -> str:
-    """A short, credential-free account of an obstore error: the HTTP status and the
-    store's error code, or the network error and the retries made."""
-    import obstore.exceptions as oe
-
-    text = str(exc)
+def summarize(text: str, denied: bool = False) -> str:
+    """A short, credential-free account of an object_store error message (obstore's or
+    delta-rs's): the HTTP status and the store's error code, or the network error and the
+    retries made.  Only these pieces are kept: nothing else of the text is repeated."""
+    text = _ANSI.sub("", text)
     status, code = _STATUS.search(text), _S3_CODE.search(text)
     answer = " ".join(m[1] for m in (status, code) if m)
-    if isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError):
+    if denied or (status and status[1][:3] in ("401", "403")):
         return (
             f"access denied ({answer or 'unauthenticated'}): check the credentials "
             "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or --storage-option)"
         )
     if answer:
         return f"the store answered {answer}"
-    cause = _OS_ERROR.search(text)
-    retries = _RETRIES.search(text)
-    reason = cause[1].lower() if cause else text.splitlines()[0].split(" - ")[-1][:200]
+    cause, retries = _OS_ERROR.search(text), _RETRIES.search(text)
     tried = f" (after {retries[1]} retries)" if retries else ""
-    return f"the store did not answer: {reason}{tried}"
+    if cause:
+        return f"the store did not answer: {(cause[1] or cause[2]).lower()}{tried}"
+    return "the store failed: " + " ".join(text.split())[:160]
+
+
+def _reason(exc: Exception) -> str:
+    import obstore.exceptions as oe
+
+    denied = isinstance(exc, oe.PermissionDeniedError | oe.UnauthenticatedError)
+    return summarize(str(exc), denied)
+
+
+@contextlib.contextmanager
+def io_errors(action: str, where: str, secrets: Iterable[str] = ()) -> Iterator[None]:
+    """An I/O error of a table library (delta-rs, pyiceberg) as one line naming ``where``."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except OSError as exc:
+        message = f"cannot {action} {where}: {summarize(str(exc))}"
+        raise StorageError(_scrub(message, secrets), where) from None
+
+
+def _scrub(message: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        message = message.replace(secret, "***")
+    return message
 
 
 class ObjectStore(Store):
@@ -68,7 +93,7 @@ class ObjectStore(Store):
         self.uri = uri.rstrip("/")
         self.scheme = parts.scheme.lower()
         config, client, retry = options.obstore(self.scheme)
-        self._secrets = [v for k, v in options.values.items() if options._secret(k) and v]
+        self._secrets = options.secrets()
         url = self.uri if self.scheme != "s3a" else "s3" + self.uri[3:]
         with self._errors("open", ""):
             self._store: Any = cast(Any, obstore.store).from_url(
@@ -87,9 +112,7 @@ class ObjectStore(Store):
             raise ObjectNotFound(f"{where} does not exist", where) from None
         except (oe.BaseError, ValueError, OSError, RuntimeError) as exc:
             message = f"cannot {action} {where}: {_reason(exc)}"
-            for secret in self._secrets:
-                message = message.replace(secret, "***")
-            raise StorageError(message, where) from None
+            raise StorageError(_scrub(message, self._secrets), where) from None
 
     def read(self, key: str) -> bytes:
         import obstore
@@ -111,6 +134,12 @@ class ObjectStore(Store):
             obstore.head(self._store, key)
             return True
         return False
+
+    def size(self, key: str) -> int:
+        import obstore
+
+        with self._errors("look up", key):
+            return int(obstore.head(self._store, key)["size"])
 
     def write(self, key: str, data: bytes) -> None:
         import obstore

@@ -131,6 +131,10 @@ class StorageOptions:
 
     __str__ = __repr__
 
+    def secrets(self) -> tuple[str, ...]:
+        """The secret values (to scrub from any text that might repeat them)."""
+        return tuple(v for k, v in self.values.items() if self._secret(k) and v)
+
     @staticmethod
     def _secret(name: str) -> bool:
         key = _BY_NAME.get(name)

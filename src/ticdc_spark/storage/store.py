@@ -85,6 +85,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def exists(self, key: str) -> bool: ...
 
+    @abc.abstractmethod
+    def size(self, key: str) -> int:
+        """The object's size in bytes (:class:`~ticdc_spark.errors.ObjectNotFound` if none)."""
+
 
 def is_local(uri: str) -> bool:
     """Whether ``uri`` is a local path (no scheme, or ``file://``)."""
