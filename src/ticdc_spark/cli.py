@@ -28,6 +28,7 @@ from ticdc_spark.errors import (
     DecodeError,
     EncodeError,
     RegistryError,
+    StorageError,
 )
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.capture import read_capture, read_json_lines, read_values
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BadInput, ConfigError, CaptureError, DecodeError, EncodeError) as exc:
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except RegistryError as exc:  # (the input may be fine: the registry is down or refused)
+    except (RegistryError, StorageError) as exc:  # (the input may be fine: a store is down)
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:  # e.g. piped into `head`
@@ -468,6 +469,22 @@ def _add_replicate(commands: Any) -> None:
     )
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     _filter_argument(parser)
+    _storage_argument(parser)
+
+
+def _storage_argument(parser: argparse.ArgumentParser) -> None:
+    _key_values_argument(
+        parser,
+        "--storage-option",
+        help="an object-store setting over the environment's, e.g. AWS_ENDPOINT_URL=http://"
+        "127.0.0.1:9000 or AWS_REGION=eu-west-1 (repeatable; see docs/pipeline.md)",
+    )
+
+
+def _storage(args: argparse.Namespace) -> Any:
+    from ticdc_spark.storage import StorageOptions, parse_storage_options
+
+    return StorageOptions.from_environment(parse_storage_options(args.storage_option))
 
 
 def _run_replicate(args: argparse.Namespace) -> int:
@@ -493,6 +510,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
         dead_letters=args.dead_letters,
         overlap=not args.serial_apply,
         table_filter=tuple(args.filter),
+        storage=_storage(args),
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
@@ -540,6 +558,7 @@ def _add_verify(commands: Any) -> None:
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
     parser.add_argument("--expected", required=True, metavar="DIR")
+    _storage_argument(parser)
 
 
 def _run_verify(args: argparse.Namespace) -> int:
@@ -551,7 +570,7 @@ def _run_verify(args: argparse.Namespace) -> int:
     from ticdc_spark.spark.pipeline import make_sink
     from ticdc_spark.verify import verify_sink
 
-    reports = verify_sink(make_sink(args.target), args.expected)
+    reports = verify_sink(make_sink(args.target, storage=_storage(args)), args.expected)
     for report in reports:
         print(report.summary())
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE

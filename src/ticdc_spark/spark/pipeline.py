@@ -89,6 +89,7 @@ class PipelineConfig:
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
     max_held_rows: int = MAX_HELD_ROWS  # rows held back for a later batch, at most
+    storage: StorageOptions = field(default_factory=StorageOptions.from_environment)
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -244,7 +245,7 @@ def start(
     repair_spark_checkpoint(spark_checkpoint)  # what a kill before the first batch leaves
     check_checkpoint(config.checkpoint)
     store = StateStore(config.checkpoint)
-    sink = make_sink(config.target, app_id=store.pipeline_id())
+    sink = make_sink(config.target, app_id=store.pipeline_id(), storage=config.storage)
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
     applier = Applier(
         sink,
