@@ -103,3 +103,13 @@ def s3_root(s3_server, request):  # type: ignore[no-untyped-def]
 
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)[:60]
     return f"s3://{BUCKET}/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_root(request, tmp_path):  # type: ignore[no-untyped-def]
+    """A store's root and its StorageOptions: a local directory, then a prefix on SeaweedFS."""
+    from ticdc_spark.storage import StorageOptions
+
+    if request.param == "local":
+        return str(tmp_path / "store"), StorageOptions({})
+    return request.getfixturevalue("s3_root"), request.getfixturevalue("s3_options")

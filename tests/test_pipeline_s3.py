@@ -9,26 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_helpers import assert_matches, produce
+from pipeline_helpers import assert_matches, produce, write_capture_dir
 from s3_server import BUCKET
 from ticdc_spark.cli import main
-from ticdc_spark.io.capture import write_capture
 from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
 from ticdc_spark.storage import StorageOptions
 from ticdc_spark.workload import Workload
 
 OPTIONS = {"enable-tidb-extension": "true"}
-
-
-def _capture(workload: Workload, root: Path) -> Path:
-    messages = produce(workload, "canal-json", OPTIONS, partitions=1)
-    source = root / "capture"
-    source.mkdir()
-    for offset, message in enumerate(messages):
-        message.topic, message.partition, message.offset = "cdc", 0, offset
-    with open(source / "part-0000.jsonl", "wb") as out:
-        write_capture(messages, out)
-    return source
 
 
 @pytest.mark.spark
@@ -43,7 +31,7 @@ def test_replicate_to_tables_on_s3_with_a_local_checkpoint(
         else f"iceberg:sqlite:///{tmp_path / 'catalog.db'}#{s3_root}/warehouse"
     )
     config = PipelineConfig(
-        source=str(_capture(workload, tmp_path)),
+        source=str(write_capture_dir(produce(workload, "canal-json", OPTIONS), tmp_path)),
         protocol="canal-json",
         target=target,
         checkpoint=str(tmp_path / "checkpoint"),

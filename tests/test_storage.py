@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -16,16 +14,8 @@ from ticdc_spark.errors import ConfigError, ObjectNotFound, StorageError
 from ticdc_spark.storage import StorageOptions, open_store, parse_storage_options
 
 
-@pytest.fixture(params=["local", "s3"])
-def root(request: Any, tmp_path: Path) -> tuple[str, StorageOptions]:
-    """A store's root and its options: a local directory, or a prefix on SeaweedFS."""
-    if request.param == "local":
-        return str(tmp_path / "store"), StorageOptions({})
-    return request.getfixturevalue("s3_root"), request.getfixturevalue("s3_options")
-
-
-def test_write_read_and_replace_whole(root: tuple[str, StorageOptions]) -> None:
-    store = open_store(*root)
+def test_write_read_and_replace_whole(store_root: tuple[str, StorageOptions]) -> None:
+    store = open_store(*store_root)
     store.write("a/b.json", b"one")
     store.write("a/b.json", b"two")
     assert store.read("a/b.json") == b"two"
@@ -34,15 +24,15 @@ def test_write_read_and_replace_whole(root: tuple[str, StorageOptions]) -> None:
         store.read("a/c.json")
 
 
-def test_put_if_absent_never_overwrites(root: tuple[str, StorageOptions]) -> None:
-    store = open_store(*root)
+def test_put_if_absent_never_overwrites(store_root: tuple[str, StorageOptions]) -> None:
+    store = open_store(*store_root)
     assert store.create("lease", b"first")
     assert not store.create("lease", b"second")
     assert store.read("lease") == b"first"
 
 
-def test_compare_and_swap_refuses_a_stale_version(root: tuple[str, StorageOptions]) -> None:
-    store = open_store(*root)
+def test_compare_and_swap_refuses_a_stale_version(store_root: tuple[str, StorageOptions]) -> None:
+    store = open_store(*store_root)
     store.write("k", b"v1")
     _, version = store.read_versioned("k")
     assert store.replace("k", b"v2", version)
@@ -52,8 +42,8 @@ def test_compare_and_swap_refuses_a_stale_version(root: tuple[str, StorageOption
     assert not store.exists("missing")
 
 
-def test_list_children_copy_and_delete(root: tuple[str, StorageOptions]) -> None:
-    store = open_store(*root)
+def test_list_children_copy_and_delete(store_root: tuple[str, StorageOptions]) -> None:
+    store = open_store(*store_root)
     for key in ("db/t1/_delta_log/0.json", "db/t1/part-0.parquet", "db/t2/x", "other/y"):
         store.write(key, key.encode())
     assert store.list_keys("db/t1/") == ["db/t1/_delta_log/0.json", "db/t1/part-0.parquet"]
@@ -72,10 +62,12 @@ def _race(spec: tuple[str, dict[str, str], str, int]) -> bool:
     return open_store(root, StorageOptions(values)).create(key, str(me).encode())
 
 
-def test_put_if_absent_has_one_winner_among_processes(root: tuple[str, StorageOptions]) -> None:
+def test_put_if_absent_has_one_winner_among_processes(
+    store_root: tuple[str, StorageOptions],
+) -> None:
     """Four processes create the same object at once, ten times: one wins each time, and
     the object holds the winner's bytes."""
-    store_root, options = root
+    store_root, options = store_root
     store = open_store(store_root, options)
     with multiprocessing.get_context("spawn").Pool(4) as pool:
         for round_ in range(10):
