@@ -182,12 +182,14 @@ class SeaweedFS:
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # (ignored if started with &)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     server = SeaweedFS(sys.argv[1] if len(sys.argv) > 1 else None)
     server.start()
     print(f"# SeaweedFS S3 on {server.endpoint}, bucket s3://{BUCKET}, data in {server.dir}")
     for key, value in server.environment().items():
         print(f"export {key}={value}")
-    print("# Ctrl-C stops it", flush=True)
+    print("# Ctrl-C (or SIGTERM) stops it", flush=True)
     try:
         signal.pause()
     except KeyboardInterrupt:

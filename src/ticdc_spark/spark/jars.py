@@ -38,6 +38,9 @@ S3A = "org.apache.hadoop:hadoop-aws:3.4.2"
 # unshaded modules cannot do (the bundle shades HttpClient): ``fs.s3a.ssl.channel.mode`` is
 # ignored (the JDK's TLS is used) and ``AssumedRoleCredentialProvider`` cannot load; both
 # work with the bundle (spark.jars.packages of S3A alone, without these exclusions).
+# benchmarks/s3a_jars_bench.py (2 cores under load): jars 645.2 MB against 12.7 MB, Ivy's
+# directory 1,291 MB against 28 MB, session start cold 37.1 s against 35.3 s, warm 27.8 s
+# against 23.1 s; both list a SeaweedFS bucket.
 AWS_SDK = "2.29.52"  # hadoop-project 3.4.2's aws-java-sdk-v2.version
 S3A_SDK = tuple(
     f"software.amazon.awssdk:{module}:{AWS_SDK}" for module in ("s3", "s3-transfer-manager", "sts")
