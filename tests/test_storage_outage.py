@@ -28,14 +28,22 @@ from ticdc_spark.storage import Lease, LeaseLost, StorageOptions, open_store
 QUICK = {"MAX_RETRIES": "2", "RETRY_TIMEOUT": "2"}  # give up within seconds
 
 
-@pytest.fixture
-def server() -> Iterator[SeaweedFS]:
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[SeaweedFS]:
     own = SeaweedFS()
     own.start()
     try:
         yield own
     finally:
         own.close()
+
+
+@pytest.fixture
+def server(own_server: SeaweedFS) -> SeaweedFS:
+    """This module's SeaweedFS, running (a test that failed may have left it stopped)."""
+    if own_server.process is None:
+        own_server.start()
+    return own_server
 
 
 def _options(server: SeaweedFS, **extra: str) -> StorageOptions:
