@@ -55,3 +55,14 @@ def test_verify_with_wrong_credentials_says_one_line(
     assert err.count("\n") == 1, err
     assert err.startswith(f"ticdc-spark verify: cannot list s3://{BUCKET}/")
     assert "access denied" in err and "wrong-secret-value" not in err
+
+
+def test_a_checkpoint_on_an_object_store_is_refused_for_now(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not taken as a local directory named ``s3:``."""
+    args = ["replicate", "--source", str(tmp_path), "-p", "canal-json", "--target"]
+    args += [f"delta:{tmp_path / 'lake'}", "--checkpoint", "s3://lake/ckpt"]
+    assert main(args) == 2
+    assert "--checkpoint must be a local directory for now" in capsys.readouterr().err
+    assert not Path("s3:").exists()

@@ -472,6 +472,16 @@ def _add_replicate(commands: Any) -> None:
     _storage_argument(parser)
 
 
+def _refuse_remote_checkpoint(args: argparse.Namespace) -> None:
+    """The checkpoint and the dead letters are local directories for now (a URI would be
+    taken as a relative path named ``s3:``)."""
+    from ticdc_spark.storage import is_local
+
+    for flag, value in (("--checkpoint", args.checkpoint), ("--dead-letters", args.dead_letters)):
+        if value and not is_local(value):
+            raise ConfigError(f"{flag} must be a local directory for now, not {value!r}")
+
+
 def _storage_argument(parser: argparse.ArgumentParser) -> None:
     _key_values_argument(
         parser,
@@ -515,6 +525,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
+    _refuse_remote_checkpoint(args)
     check_mode(config.protocol, config.mode)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
     spark = local_session("ticdc-spark replicate", settings=settings)
