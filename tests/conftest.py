@@ -89,3 +89,47 @@ def kafka_cluster3():  # type: ignore[no-untyped-def]
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():  # type: ignore[no-untyped-def]
+    """A SeaweedFS S3 server on free loopback ports, with one identity (signed requests),
+    shared by the session: tests use their own prefix of its bucket (``s3_root``)."""
+    from s3_server import SeaweedFS
+
+    server = SeaweedFS()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def s3_options(s3_server):  # type: ignore[no-untyped-def]
+    """StorageOptions pointing at the session's SeaweedFS (as its environment would)."""
+    from ticdc_spark.storage import StorageOptions
+
+    return StorageOptions.from_environment(environ=s3_server.environment())
+
+
+@pytest.fixture
+def s3_root(s3_server, request):  # type: ignore[no-untyped-def]
+    """A fresh ``s3://lake/<test>-<random>`` prefix for one test."""
+    import re
+    import uuid
+
+    from s3_server import BUCKET
+
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)[:60]
+    return f"s3://{BUCKET}/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_root(request, tmp_path):  # type: ignore[no-untyped-def]
+    """A store's root and its StorageOptions: a local directory, then a prefix on SeaweedFS."""
+    from ticdc_spark.storage import StorageOptions
+
+    if request.param == "local":
+        return str(tmp_path / "store"), StorageOptions({})
+    return request.getfixturevalue("s3_root"), request.getfixturevalue("s3_options")

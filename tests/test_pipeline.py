@@ -334,8 +334,7 @@ def test_consistent_mode_waits_for_a_partition_that_has_sent_nothing(
 def test_a_table_filter_keeps_filtered_tables_out_of_the_pipeline(spark, tmp_path: Path) -> None:
     """replicate with TiCDC's table filter: the filtered table's messages, a malformed one
     among them, are never decoded (--on-error stop does not fire) and never applied."""
-    from pipeline_helpers import produce
-    from ticdc_spark.io.capture import write_capture
+    from pipeline_helpers import produce, write_capture_dir
 
     protocol, options = "canal-json", PROTOCOLS["canal-json"]
     workload = Workload(seed=31, rows=120, tables=2, watermark_every=5)  # sbtest1, alltypes2
@@ -344,12 +343,7 @@ def test_a_table_filter_keeps_filtered_tables_out_of_the_pipeline(spark, tmp_pat
     bad = orjson.loads(messages[filtered[-1]].value)
     bad["data"] = "not rows"
     messages.insert(filtered[-1] + 1, Message(None, orjson.dumps(bad)))
-    source = tmp_path / "capture"
-    source.mkdir()
-    for offset, message in enumerate(messages):
-        message.topic, message.partition, message.offset = "cdc", 0, offset
-    with open(source / "part-0000.jsonl", "wb") as out:
-        write_capture(messages, out)
+    source = write_capture_dir(messages, tmp_path)
     config = PipelineConfig(
         source=str(source),
         protocol=protocol,

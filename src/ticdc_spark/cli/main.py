@@ -16,6 +16,7 @@ from ticdc_spark.errors import (
     EncodeError,
     KafkaUnreachable,
     RegistryError,
+    StorageError,
 )
 
 __all__ = ["main"]
@@ -32,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BadInput, ConfigError, CaptureError, DecodeError, EncodeError) as exc:
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (RegistryError, KafkaUnreachable) as exc:  # (the input may be fine: the service)
+    except (RegistryError, KafkaUnreachable, StorageError) as exc:  # (the service, not input)
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:  # e.g. piped into `head`

@@ -18,6 +18,7 @@ from ticdc_spark.cli.args import (
     registry_argument,
     subcommand,
 )
+from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
 
 __all__ = ["add_replicate", "add_verify"]
@@ -31,6 +32,32 @@ def add_replicate(commands: Any) -> None:
     _resource_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     filter_argument(parser)
+    _storage_argument(parser)
+
+
+def _refuse_remote_checkpoint(args: argparse.Namespace) -> None:
+    """The checkpoint and the dead letters are local directories for now (a URI would be
+    taken as a relative path named ``s3:``)."""
+    from ticdc_spark.storage import is_local
+
+    for flag, value in (("--checkpoint", args.checkpoint), ("--dead-letters", args.dead_letters)):
+        if value and not is_local(value):
+            raise ConfigError(f"{flag} must be a local directory for now, not {value!r}")
+
+
+def _storage_argument(parser: argparse.ArgumentParser) -> None:
+    key_values_argument(
+        parser,
+        "--storage-option",
+        help="an object-store setting over the environment's, e.g. AWS_ENDPOINT_URL=http://"
+        "127.0.0.1:9000 or AWS_REGION=eu-west-1 (repeatable; see docs/pipeline.md)",
+    )
+
+
+def _storage(args: argparse.Namespace) -> Any:
+    from ticdc_spark.storage import StorageOptions, parse_storage_options
+
+    return StorageOptions.from_environment(parse_storage_options(args.storage_option))
 
 
 def _ends_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,8 +149,28 @@ def _run_replicate(args: argparse.Namespace) -> int:
     stop it any time, run it again, it resumes exactly.
     """
     from ticdc_spark.io.kafka import check_reachable, is_kafka_uri
-    from ticdc_spark.spark.pipeline import PipelineConfig, check_mode, default_mode, run
+    from ticdc_spark.spark.pipeline import check_mode, run
     from ticdc_spark.spark.session import local_session
+
+    config = _replicate_config(args)
+    TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
+    _refuse_remote_checkpoint(args)
+    check_mode(config.protocol, config.mode)
+    if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
+        check_reachable(config.source, config.source_options)
+    settings = parse_key_values(args.spark_conf, "--spark-conf")
+    features = ("kafka",) if is_kafka_uri(config.source) and args.kafka_source == "spark" else ()
+    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
+    spark.sparkContext.setLogLevel("ERROR")
+    totals = _Totals()
+    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
+    print(totals.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _replicate_config(args: argparse.Namespace) -> Any:
+    """The pipeline's configuration from ``replicate``'s arguments."""
+    from ticdc_spark.spark.pipeline import PipelineConfig, default_mode
 
     config = PipelineConfig(
         source=args.source,
@@ -139,21 +186,11 @@ def _run_replicate(args: argparse.Namespace) -> int:
         overlap=not args.serial_apply,
         table_filter=tuple(args.filter),
         kafka_source=args.kafka_source,
+        storage=_storage(args),
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
-    TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
-    check_mode(config.protocol, config.mode)
-    if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
-        check_reachable(config.source, config.source_options)
-    settings = parse_key_values(args.spark_conf, "--spark-conf")
-    features = ("kafka",) if is_kafka_uri(config.source) and args.kafka_source == "spark" else ()
-    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
-    spark.sparkContext.setLogLevel("ERROR")
-    totals = _Totals()
-    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
-    print(totals.summary(), file=sys.stderr)
-    return EXIT_OK
+    return config
 
 
 class _Totals:
@@ -185,6 +222,7 @@ def add_verify(commands: Any) -> None:
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
     parser.add_argument("--expected", required=True, metavar="DIR")
+    _storage_argument(parser)
 
 
 def _run_verify(args: argparse.Namespace) -> int:
@@ -196,7 +234,7 @@ def _run_verify(args: argparse.Namespace) -> int:
     from ticdc_spark.sinks import make_sink
     from ticdc_spark.testing.verify import verify_sink
 
-    reports = verify_sink(make_sink(args.target), args.expected)
+    reports = verify_sink(make_sink(args.target, storage=_storage(args)), args.expected)
     for report in reports:
         print(report.summary())
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE

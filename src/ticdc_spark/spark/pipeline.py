@@ -45,6 +45,7 @@ from ticdc_spark.spark.decode import decode
 from ticdc_spark.spark.overlap import Background, RunningPipeline
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 from ticdc_spark.spark.trigger import once_options, start_query
+from ticdc_spark.storage import StorageOptions
 
 __all__ = [
     "PipelineConfig",
@@ -77,6 +78,7 @@ class PipelineConfig:
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
     max_held_rows: int = MAX_HELD_ROWS  # rows held back for a later batch, at most
     kafka_source: str = "ticdc"  # or "spark": Spark's own Kafka source (spark/spark_kafka.py)
+    storage: StorageOptions = field(default_factory=StorageOptions.from_environment)
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -130,7 +132,7 @@ def start(
 def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnError) -> Applier:
     """The applier of a pipeline: its checkpoint's state store, its target's sink."""
     store = StateStore(config.checkpoint)
-    sink = make_sink(config.target, app_id=store.pipeline_id())
+    sink = make_sink(config.target, app_id=store.pipeline_id(), storage=config.storage)
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
     return Applier(
