@@ -20,6 +20,7 @@ __all__ = [
     "EncodeError",
     "HeldRowsExceeded",
     "RegistryError",
+    "SinkError",
     "TiCDCSparkError",
     "UnknownProtocolError",
 ]
@@ -115,6 +116,11 @@ def _excerpt(payload: bytes | str | None) -> bytes | None:
 class RegistryError(TiCDCSparkError):
     """A schema registry refused a call or could not be reached (after retries).  Its message
     names the registry by its URL with any password removed, and never the password."""
+
+
+class SinkError(TiCDCSparkError):
+    """A target table cannot be read or written: names the table (and the file, where the
+    table format's library says which)."""
 
 
 class HeldRowsExceeded(ConfigError):
