@@ -52,6 +52,7 @@ class BatchReport:
     seconds: float = 0.0
     skipped_steps: int = 0
     read_seconds: float = 0.0  # reading and decoding the micro-batch (Spark)
+    skipped: int = 0  # capture lines that are not records, skipped (onBadRecord=skip)
     tables: dict[str, int] = field(default_factory=dict)
     # the commit ts of each step applied (with track_commits: latency measurements)
     commit_ts: list[pa.ChunkedArray] = field(default_factory=list)
@@ -63,10 +64,11 @@ class BatchReport:
             lag = f", watermark lag {behind:.1f}s"
         rate = self.rows_applied / self.seconds if self.seconds else 0.0
         waiting = f" ({self.awaiting_schema} for their schema)" if self.awaiting_schema else ""
+        skipped = f", {self.skipped} bad capture lines skipped" if self.skipped else ""
         return (
             f"batch {self.batch}: {self.rows_in} rows in, {self.rows_applied} applied "
             f"({rate:,.0f} rows/s), {self.held} held{waiting}, {self.ddl} DDL, "
-            f"{self.replays} replays dropped, {self.dead_letters} dead letters{lag}"
+            f"{self.replays} replays dropped, {self.dead_letters} dead letters{skipped}{lag}"
         )
 
 
