@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
+import orjson
 import pyarrow as pa
 
+from ticdc_spark.errors import SinkError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
@@ -45,6 +47,7 @@ from deltalake import (
     Transaction,
     write_deltalake,
 )
+from deltalake.exceptions import DeltaError
 
 __all__ = ["DeltaSink"]
 
@@ -77,7 +80,11 @@ class DeltaSink(TableSink):
     # -- hooks ----------------------------------------------------------------------------
 
     def open_table(self, key: TableKey) -> Any:
-        return DeltaTable(str(self.path(key)))
+        path = self.path(key)
+        try:
+            return DeltaTable(str(path))
+        except DeltaError as exc:
+            raise SinkError(_unreadable(path, exc)) from exc
 
     def exists(self, key: TableKey) -> bool:
         return key in self._open or DeltaTable.is_deltatable(str(self.path(key)))
@@ -184,6 +191,29 @@ class DeltaSink(TableSink):
             for table in sorted(p for p in database.glob("*") if p.is_dir())
             if DeltaTable.is_deltatable(str(table))
         ]
+
+
+def _unreadable(path: Path, exc: Exception) -> str:
+    """One line: the table, the log file that does not parse (delta-rs names none: "Json
+    error: Encountered unexpected '#'"), and delta-rs's own first line."""
+    said = str(exc).strip().splitlines()
+    reason = said[0] if said else type(exc).__name__
+    bad = _unparsable_log_file(path)
+    where = f": its log file {bad.relative_to(path)} is not JSON" if bad else ""
+    return f"the Delta table {path} cannot be read{where} (delta-rs: {reason})"
+
+
+def _unparsable_log_file(path: Path) -> Path | None:
+    """The newest commit file of a table's log with a line that is not JSON, if any (looked
+    for only once the table failed to open)."""
+    for log_file in sorted((path / "_delta_log").glob("*.json"), reverse=True):
+        try:
+            for line in log_file.read_bytes().splitlines():
+                if line.strip():
+                    orjson.loads(line)
+        except (OSError, orjson.JSONDecodeError):
+            return log_file
+    return None
 
 
 def _delete_table_files(path: Path) -> None:
