@@ -67,7 +67,7 @@ def test_a_subclass_defined_beside_its_codec_is_recovered_too() -> None:
         # a crash while handling an error of ours: the crash is what ended the task
         "ticdc_spark.errors.DecodeError: cannot decode message: x\n\nDuring handling of the "
         "above exception, another exception occurred:\n\nTraceback (most recent call last):\n"
-        '  File "ticdc_spark/spark/decode.py", line 3, in run\nKeyError: \'partition\'',
+        "  File \"ticdc_spark/spark/decode.py\", line 3, in run\nKeyError: 'partition'",
         "KeyError: 'partition'",  # a bug of ours
         "ticdc_spark.errors.NoSuchError: looks like ours",  # no such class
         "ticdc_spark.model.RowChange: not an exception class",

@@ -64,13 +64,8 @@ def test_verify_names_a_delta_table_whose_log_does_not_read(tmp_path: Path, caps
     write_expected(tmp_path / "expected", workload.final_schemas(), workload.final_state())
     log = sorted((sink.path((schema.database, schema.table)) / "_delta_log").glob("*.json"))
     log[-1].write_bytes(b"#" + log[-1].read_bytes())
-    code = main(
-        ["verify", "--target", f"delta:{tmp_path / 'lake'}"]
-        + [
-            "--expected",
-            str(tmp_path / "expected"),
-        ]
-    )
+    target = f"delta:{tmp_path / 'lake'}"
+    code = main(["verify", "--target", target, "--expected", str(tmp_path / "expected")])
     err = capsys.readouterr().err
     assert code == 1 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     table = tmp_path / "lake" / schema.database / schema.table
