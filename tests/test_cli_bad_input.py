@@ -52,16 +52,17 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "c"
 
 
-def replicate(capture: Path, tmp_path: Path, *extra: str, protocol: list[str] = CANAL_TIDB):
+def replicate(capture: Path, root: Path, *extra: str, protocol: list[str] = CANAL_TIDB):
+    """``replicate`` from ``capture`` into ``root``'s lake, checkpoint ``root/ckpt``."""
     return [
         "replicate",
         "--source",
         str(capture),
         *protocol,
         "--target",
-        f"delta:{tmp_path / 'lake'}",
+        f"delta:{root / 'lake'}",
         "--checkpoint",
-        str(tmp_path / "ckpt"),
+        str(root / "ckpt"),
         *extra,
     ]
 

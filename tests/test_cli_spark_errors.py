@@ -22,12 +22,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from test_cli_bad_input import fits_a_terminal
+from test_cli_bad_input import CANAL_TIDB, fits_a_terminal, replicate
 from ticdc_spark.cli import main
 from ticdc_spark.testing.produce import produce_workload
 from ticdc_spark.testing.workload import Workload
 
-CANAL_TIDB = ["-p", "canal-json", "-o", "enable-tidb-extension=true"]
 GARBAGE = b"garbage line\n"
 
 
@@ -58,18 +57,7 @@ def _last_line(capture: Path) -> str:
 
 
 def _replicate(capture: Path, root: Path, *extra: str, protocol: list[str] = CANAL_TIDB):
-    return [
-        "replicate",
-        "--source",
-        str(capture),
-        *protocol,
-        "--target",
-        f"delta:{root / 'lake'}",
-        "--checkpoint",
-        str(root / "ckpt"),
-        "--quiet",
-        *extra,
-    ]
+    return replicate(capture, root, "--quiet", *extra, protocol=protocol)
 
 
 def _verified(produced: Path, root: Path, capsys) -> bool:

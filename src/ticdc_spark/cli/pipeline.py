@@ -18,7 +18,6 @@ from ticdc_spark.cli.args import (
     registry_argument,
     subcommand,
 )
-from ticdc_spark.cli.progress import Totals
 from ticdc_spark.codec import protocols
 
 __all__ = ["add_replicate", "add_verify"]
@@ -145,13 +144,16 @@ def _run_replicate(args: argparse.Namespace) -> int:
     Spark starts; exit status 2 on bad arguments or input (a run whose every record became a
     dead letter included), 1 on other failures.
     """
+    from ticdc_spark.cli.progress import Totals
     from ticdc_spark.spark.console import console_settings, quiet
     from ticdc_spark.spark.pipeline import run
     from ticdc_spark.spark.preflight import preflight
     from ticdc_spark.spark.session import local_session
 
-    config = _replicate_config(args)
+    config, note = _replicate_config(args)
     preflight(config)  # (before Spark starts, and before anything is written)
+    if note:
+        print(f"ticdc-spark replicate: {note}", file=sys.stderr)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
     spark = local_session("ticdc-spark replicate", settings=console_settings(settings))
     quiet(spark, args.verbose)
@@ -160,19 +162,16 @@ def _run_replicate(args: argparse.Namespace) -> int:
     return totals.finish(config)
 
 
-def _replicate_config(args: argparse.Namespace) -> Any:
-    """The pipeline's configuration from the arguments; the mode chosen when none is given
-    is said on stderr when it is eventual."""
+def _replicate_config(args: argparse.Namespace) -> tuple[Any, str]:
+    """The pipeline's configuration from the arguments, and what to say of the mode chosen
+    when none is given and it is eventual."""
     from ticdc_spark.pipeline.capabilities import Capabilities
     from ticdc_spark.spark.pipeline import PipelineConfig
 
     options = codec_options(args)
     capabilities = Capabilities.of(args.protocol, options)
     mode = args.mode or capabilities.default_mode()
-    if not args.mode and capabilities.why_eventual():
-        print(
-            f"ticdc-spark replicate: eventual mode: {capabilities.why_eventual()}", file=sys.stderr
-        )
+    why = "" if args.mode else capabilities.why_eventual()
     config = PipelineConfig(
         source=args.source,
         protocol=args.protocol,
@@ -189,7 +188,7 @@ def _replicate_config(args: argparse.Namespace) -> Any:
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
-    return config
+    return config, f"eventual mode: {why}" if why else ""
 
 
 def add_verify(commands: Any) -> None:

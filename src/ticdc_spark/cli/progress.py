@@ -37,6 +37,8 @@ class Totals:
             print(report.line(), file=sys.stderr, flush=True)
 
     def summary(self) -> str:
+        if not self.batches:
+            return "0 batches: nothing new in the source since the checkpoint's last run"
         text = (
             f"{self.batches} batches, {self.rows} rows applied, {self.ddl} DDL, "
             f"{self.dead} dead letters"
