@@ -27,7 +27,6 @@ from pipeline_helpers import canal_message
 from ticdc_spark.cli import main
 from ticdc_spark.codec import Message
 from ticdc_spark.spark import pipeline, session
-from ticdc_spark.spark.preflight import KAFKA_OPTIONS
 from ticdc_spark.testing.produce import produce_workload
 from ticdc_spark.testing.workload import Workload
 
@@ -215,6 +214,8 @@ def test_the_help_says_what_each_argument_is_and_its_default(capsys) -> None:
 
 
 def test_the_kafka_option_names_are_those_docs_kafka_source_tables() -> None:
+    from ticdc_spark.spark.preflight import KAFKA_OPTIONS
+
     table = (ROOT / "docs" / "kafka-source.md").read_text(encoding="utf-8")
     documented = set()
     for line in table.splitlines():
