@@ -79,7 +79,8 @@ def test_widening_keeps_values_that_need_the_wider_type(tmp_path: Path) -> None:
 
 
 def test_avro_replicates_in_eventual_mode_and_refuses_consistent() -> None:
-    assert default_mode("avro") == "eventual" and default_mode("canal-json") == "consistent"
+    assert default_mode("avro") == "eventual"
+    assert default_mode("canal-json", {"enable-tidb-extension": "true"}) == "consistent"
     with pytest.raises(ConfigError, match=r"carries no watermarks.*--mode eventual"):
         check_mode("avro", "consistent")
     check_mode("avro", "eventual")

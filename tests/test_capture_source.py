@@ -12,6 +12,7 @@ import pytest
 from ticdc_spark.codec import Message
 from ticdc_spark.errors import CaptureError
 from ticdc_spark.io.capture import write_capture
+from ticdc_spark.pipeline.policy import OnError
 
 pytest.importorskip("pyspark")
 
@@ -165,7 +166,7 @@ def test_a_bad_line_read_from_inside_a_file_is_named_by_its_line(tmp_path: Path)
     path.write_bytes(b"".join(lines))
     at = line_ends(str(path))[99]
     with pytest.raises(CaptureError, match="150"):
-        list(_read_file(str(path), False, 100, 200, at))
+        list(_read_file(str(path), OnError.STOP, 100, 200, at))
 
 
 def test_bad_bounds_are_refused(tmp_path: Path) -> None:

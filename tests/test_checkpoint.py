@@ -108,7 +108,9 @@ def test_a_state_lost_beyond_the_log_is_refused_naming_it(
     with pytest.raises(CheckpointError) as caught:
         _restart(tmp_path, committed=5)
     message = str(caught.value)
-    assert str(_state(tmp_path, 5)) in message and "new checkpoint directory" in message
+    state = _state(tmp_path, 5)
+    assert f"in {state.parent} " in message and state.name in message
+    assert "new checkpoint directory" in message
     assert "micro-batches 0-3" in message  # what the log would have needed
 
 

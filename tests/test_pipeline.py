@@ -291,10 +291,11 @@ def _capture_with_a_bad_insert(root: Path, where: str) -> tuple[Workload, Pipeli
 
 def test_capture_source_options_ignore_case(tmp_path: Path) -> None:
     """Spark hands data sources their options with lower-cased keys."""
+    from ticdc_spark.pipeline.policy import OnError
     from ticdc_spark.spark.capture_source import _Options
 
     options = _Options({"path": str(tmp_path), "maxfilespertrigger": "2", "onbadrecord": "skip"})
-    assert (options.max_files, options.skip_bad) == (2, True)
+    assert (options.max_files, options.bad_records) == (2, OnError.SKIP)
     options = _Options({"path": str(tmp_path), "maxFilesPerTrigger": "3"})
     assert options.max_files == 3
 

@@ -21,6 +21,7 @@ __all__ = [
     "HeldRowsExceeded",
     "ObjectNotFound",
     "RegistryError",
+    "SinkError",
     "StorageError",
     "TiCDCSparkError",
     "UnknownProtocolError",
@@ -130,6 +131,11 @@ def _excerpt(payload: bytes | str | None) -> bytes | None:
 class RegistryError(TiCDCSparkError):
     """A schema registry refused a call or could not be reached (after retries).  Its message
     names the registry by its URL with any password removed, and never the password."""
+
+
+class SinkError(TiCDCSparkError):
+    """A target table cannot be read or written: names the table (and the file, where the
+    table format's library says which)."""
 
 
 class HeldRowsExceeded(ConfigError):

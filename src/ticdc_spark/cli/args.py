@@ -9,7 +9,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ticdc_spark.codec import protocols
+from ticdc_spark.codec import get_codec, protocols
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
 
@@ -40,11 +40,36 @@ class BadInput(Exception):
 
 def subcommand(commands: Any, name: str, run: Callable[[argparse.Namespace], int]) -> Any:
     """Add the subcommand ``name`` that ``run`` carries out. The first paragraph of
-    ``run``'s docstring is the command's one-line help, the rest its description."""
+    ``run``'s docstring is the command's one-line help, the rest its description.  Every
+    command takes ``--verbose``, and its help shows each option's default."""
     summary, _, description = inspect.cleandoc(run.__doc__ or "").partition("\n\n")
-    parser = commands.add_parser(name, help=summary, description=description)
+    parser = commands.add_parser(
+        name, help=summary, description=description, formatter_class=_DefaultsShown
+    )
     parser.set_defaults(run=run)
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="on an error, its whole trace (Python's and Spark's), not one line",
+    )
     return parser
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """Each option's default after its help, where it has one worth showing (not None,
+    false or empty) and the help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or "(default" in text
+            or "default:" in text
+            or action.default in (None, False, [], argparse.SUPPRESS)
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def codec_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,21 +88,29 @@ def codec_arguments(parser: argparse.ArgumentParser) -> None:
     registry_argument(parser)
 
 
-def registry_argument(parser: argparse.ArgumentParser) -> None:
+def registry_argument(
+    parser: argparse.ArgumentParser, when_absent: str = "required with it"
+) -> None:
     """TiCDC's --schema-registry (the avro protocol's codec option schema-registry)."""
     parser.add_argument(
         "--schema-registry",
         metavar="URL",
-        help="Confluent Schema Registry for the avro protocol: http(s)://[user:password@]"
-        "host:port (URL-encoded), or mock://NAME (confluent-kafka's in-process registry)",
+        help=f"Confluent Schema Registry for the avro protocol ({when_absent}): "
+        "http(s)://[user:password@]host:port (URL-encoded)",
     )
 
 
 def codec_options(args: argparse.Namespace) -> dict[str, str]:
-    """The --option pairs, with --schema-registry as the option schema-registry."""
+    """The --option pairs, with --schema-registry as the option schema-registry; refused
+    when the protocol or an option is unknown or malformed, or the protocol needs a
+    registry and has none that other processes can reach (see check_shared_registry)."""
     options = parse_key_values(args.option)
     if getattr(args, "schema_registry", None):
         options["schema-registry"] = args.schema_registry
+    spec = get_codec(args.protocol)
+    from ticdc_spark.codec.avro.registry import check_shared_registry  # (the avro codec: late)
+
+    check_shared_registry(spec.parse_options(options), spec.name)
     return options
 
 

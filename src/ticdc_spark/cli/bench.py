@@ -22,6 +22,7 @@ from ticdc_spark.cli.args import (
     subcommand,
     table_filter,
 )
+from ticdc_spark.codec import protocols
 from ticdc_spark.testing.workload import Workload
 
 __all__ = ["add_demo", "add_produce"]
@@ -113,7 +114,9 @@ def _run_produce(args: argparse.Namespace) -> int:
 
 def add_demo(commands: Any) -> None:
     parser = subcommand(commands, "demo", _run_demo)
-    parser.add_argument("--protocol", "-p", default="canal-json")
+    parser.add_argument(
+        "--protocol", "-p", default="canal-json", help=f"one of {', '.join(protocols())}"
+    )
     key_values_argument(
         parser,
         "--option",
@@ -121,10 +124,16 @@ def add_demo(commands: Any) -> None:
         help="a codec option (TiCDC name) on top of the demo's own, e.g. "
         "encoding-format=avro for simple (repeatable)",
     )
-    registry_argument(parser)
+    registry_argument(parser, "default: one this command serves for the run")
     parser.add_argument(
         "--workdir",
-        help="where to put captures, tables and checkpoints (default: a new temporary directory)",
+        help="where to put captures, tables and checkpoints, kept there (default: a new "
+        "temporary directory, removed at the end unless --keep or the check fails)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temporary directory (tables, checkpoint, captures) and say where",
     )
     _workload_arguments(parser)
     parser.set_defaults(rows=20000, tables=4, ddl_every=40)
@@ -139,12 +148,14 @@ def _run_demo(args: argparse.Namespace) -> int:
     """
     from ticdc_spark.testing.demo import run_demo
 
-    options = parse_key_values(args.option)
+    # (a registry given must be one Spark's workers can reach; without one, avro gets one)
+    options = codec_options(args) if args.schema_registry else parse_key_values(args.option)
     ok = run_demo(
         args.protocol,
         _workload(args),
         args.workdir,
         registry=args.schema_registry,
         options=options,
+        keep=args.keep,
     )
     return EXIT_OK if ok else EXIT_FAILURE

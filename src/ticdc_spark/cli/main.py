@@ -1,23 +1,15 @@
-"""``ticdc-spark``'s entry point: the parser of every command, and errors as exit statuses."""
+"""``ticdc-spark``'s entry point: the parser of every command; how a command ends (its
+error as one line and an exit status) is :mod:`ticdc_spark.cli.report`'s."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from collections.abc import Sequence
 
 from ticdc_spark.cli import bench, codec, pipeline
-from ticdc_spark.cli.args import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInput
-from ticdc_spark.errors import (
-    CaptureError,
-    ConfigError,
-    DecodeError,
-    EncodeError,
-    KafkaUnreachable,
-    RegistryError,
-    StorageError,
-)
+from ticdc_spark.cli.args import EXIT_BAD_INPUT
+from ticdc_spark.cli.report import failed, warnings_shown
 
 __all__ = ["main"]
 
@@ -28,20 +20,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        return int(args.run(args))
-    except (BadInput, ConfigError, CaptureError, DecodeError, EncodeError) as exc:
-        print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (RegistryError, KafkaUnreachable, StorageError) as exc:  # (the service, not input)
-        print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
-    except BrokenPipeError:  # e.g. piped into `head`
-        with contextlib.suppress(Exception):
-            sys.stdout = None
-        return EXIT_OK
-    except KeyboardInterrupt:
-        return 130
+    verbose = bool(getattr(args, "verbose", False))
+    with warnings_shown(args.command, verbose):
+        try:
+            return int(args.run(args))
+        except (Exception, KeyboardInterrupt) as exc:
+            return failed(args.command, exc, verbose)
 
 
 def _build_parser() -> argparse.ArgumentParser:

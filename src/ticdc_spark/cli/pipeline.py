@@ -18,8 +18,8 @@ from ticdc_spark.cli.args import (
     registry_argument,
     subcommand,
 )
+from ticdc_spark.codec import protocols
 from ticdc_spark.errors import ConfigError
-from ticdc_spark.filter import TableFilter
 
 __all__ = ["add_replicate", "add_verify"]
 
@@ -61,13 +61,39 @@ def _storage(args: argparse.Namespace) -> Any:
 
 
 def _ends_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where from, in what protocol, where to, and when."""
-    parser.add_argument("--source", required=True, metavar="kafka://HOST:PORT/TOPIC[,TOPIC]|DIR")
-    parser.add_argument("--protocol", "-p", required=True)
+    """Where from, in what protocol, and where to."""
     parser.add_argument(
-        "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
+        "--source",
+        required=True,
+        metavar="kafka://HOST:PORT/TOPIC[,TOPIC]|DIR",
+        help="Kafka topics (credentials as kafka://user:password@host:port/...), or a "
+        "directory of capture files (as produce writes them)",
     )
-    parser.add_argument("--checkpoint", required=True, metavar="DIR")
+    parser.add_argument(
+        "--protocol",
+        "-p",
+        required=True,
+        help=f"the changefeed's protocol: {', '.join(protocols())}",
+    )
+    parser.add_argument(
+        "--target",
+        required=True,
+        metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE",
+        help="Delta tables under PATH (PATH/<db>/<table>), or an Iceberg catalog (e.g. "
+        "sqlite:////tmp/catalog.db) and its warehouse (namespace <db>)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR",
+        help="where the offsets and the consumer state live: run again with the same one "
+        "to resume exactly (one per target)",
+    )
+    _when_arguments(parser)
+
+
+def _when_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is applied when."""
     parser.add_argument(
         "--kafka-source",
         choices=("ticdc", "spark"),
@@ -81,7 +107,8 @@ def _ends_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="consistent: apply only up to the global watermark (snapshots of "
         "upstream); eventual: apply at once (streams without watermarks). Default: "
-        "consistent, or eventual for protocols without watermarks (avro)",
+        "consistent, or eventual (said on stderr) when the protocol carries no watermarks: "
+        "avro, canal-json without enable-tidb-extension=true",
     )
     parser.add_argument(
         "--trigger",
@@ -99,7 +126,8 @@ def _codec_source_arguments(parser: argparse.ArgumentParser) -> None:
         parser,
         "--source-option",
         help="a source option, e.g. maxOffsetsPerTrigger=10000 or "
-        "kafka.security.protocol=SASL_SSL (repeatable)",
+        "kafka.security.protocol=SASL_SSL, or for a capture directory onBadRecord="
+        "dead-letter|skip|stop (default: as --on-error) (repeatable; docs/kafka-source.md)",
     )
 
 
@@ -108,7 +136,7 @@ def _error_arguments(parser: argparse.ArgumentParser) -> None:
         "--on-error",
         choices=("dead-letter", "stop"),
         default="dead-letter",
-        help="route bad messages to the dead-letter directory, or stop",
+        help="route bad records to the dead-letter directory, or stop at the first",
     )
     parser.add_argument(
         "--dead-letters",
@@ -146,40 +174,51 @@ def _run_replicate(args: argparse.Namespace) -> int:
 
     Read TiCDC messages from Kafka or a capture directory, decode them, and apply them to one
     lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
-    stop it any time, run it again, it resumes exactly.
+    stop it any time, run it again, it resumes exactly. Everything given is checked before
+    Spark starts; exit status 2 on bad arguments or input (a run whose every record became a
+    dead letter included), 1 on other failures.
     """
+    from ticdc_spark.cli.progress import Totals
     from ticdc_spark.io.kafka import check_reachable, is_kafka_uri
-    from ticdc_spark.spark.pipeline import check_mode, run
+    from ticdc_spark.spark.console import console_settings, quiet
+    from ticdc_spark.spark.pipeline import run
+    from ticdc_spark.spark.preflight import preflight
     from ticdc_spark.spark.session import local_session
 
-    config = _replicate_config(args)
-    TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
+    config, note = _replicate_config(args)
     _refuse_remote_checkpoint(args)
-    check_mode(config.protocol, config.mode)
+    preflight(config)  # (before Spark starts, and before anything is written)
     if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
         check_reachable(config.source, config.source_options)
-    settings = parse_key_values(args.spark_conf, "--spark-conf")
+    if note:
+        print(f"ticdc-spark replicate: {note}", file=sys.stderr)
+    settings = console_settings(parse_key_values(args.spark_conf, "--spark-conf"))
     features = ("kafka",) if is_kafka_uri(config.source) and args.kafka_source == "spark" else ()
     spark = local_session("ticdc-spark replicate", settings=settings, features=features)
-    spark.sparkContext.setLogLevel("ERROR")
-    totals = _Totals()
+    quiet(spark, args.verbose)
+    totals = Totals()
     run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
-    print(totals.summary(), file=sys.stderr)
-    return EXIT_OK
+    return totals.finish(config)
 
 
-def _replicate_config(args: argparse.Namespace) -> Any:
-    """The pipeline's configuration from ``replicate``'s arguments."""
-    from ticdc_spark.spark.pipeline import PipelineConfig, default_mode
+def _replicate_config(args: argparse.Namespace) -> tuple[Any, str]:
+    """The pipeline's configuration from the arguments, and what to say of the mode chosen
+    when none is given and it is eventual."""
+    from ticdc_spark.pipeline.capabilities import Capabilities
+    from ticdc_spark.spark.pipeline import PipelineConfig
 
+    options = codec_options(args)
+    capabilities = Capabilities.of(args.protocol, options)
+    mode = args.mode or capabilities.default_mode()
+    why = "" if args.mode else capabilities.why_eventual()
     config = PipelineConfig(
         source=args.source,
         protocol=args.protocol,
         target=args.target,
         checkpoint=args.checkpoint,
-        mode=args.mode or default_mode(args.protocol),
+        mode=mode,
         trigger=args.trigger,
-        options=codec_options(args),
+        options=options,
         source_options=parse_key_values(args.source_option, "--source-option"),
         on_error=args.on_error,
         dead_letters=args.dead_letters,
@@ -190,30 +229,7 @@ def _replicate_config(args: argparse.Namespace) -> Any:
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
-    return config
-
-
-class _Totals:
-    """Progress: one line per micro-batch, and a summary at the end."""
-
-    def __init__(self) -> None:
-        self.batches = self.rows = self.dead = self.ddl = 0
-        self.seconds = 0.0
-
-    def add(self, report: Any, quiet: bool = False) -> None:
-        self.batches += 1
-        self.rows += report.rows_applied
-        self.dead += report.dead_letters
-        self.ddl += report.ddl
-        self.seconds += report.seconds
-        if not quiet:
-            print(report.line(), file=sys.stderr, flush=True)
-
-    def summary(self) -> str:
-        return (
-            f"{self.batches} batches, {self.rows} rows applied, {self.ddl} DDL, "
-            f"{self.dead} dead letters"
-        )
+    return config, f"eventual mode: {why}" if why else ""
 
 
 def add_verify(commands: Any) -> None:

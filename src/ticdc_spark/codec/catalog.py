@@ -45,6 +45,9 @@ class CodecSpec:
     # not, a table follows the schemas its rows carry)
     watermarks: bool = True
     ddl: bool = True
+    # the boolean codec option without which the protocol carries no watermarks (Canal-JSON:
+    # enable-tidb-extension, TiCDC's TIDB_WATERMARK messages); "": none is needed
+    watermarks_option: str = ""
     # whether every row carries its commit ts; when not (Avro tombstones, genuine Debezium),
     # the consumer places rows by their partition position (consume.Planner.place_by_position)
     commit_ts: bool = True

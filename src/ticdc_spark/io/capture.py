@@ -21,6 +21,8 @@ from ticdc_spark.codec.base import Message
 from ticdc_spark.errors import CaptureError
 
 __all__ = [
+    "BAD_LINE_PARTITION",
+    "bad_line_message",
     "message_to_record",
     "read_capture",
     "read_json_lines",
@@ -28,6 +30,26 @@ __all__ = [
     "record_to_message",
     "write_capture",
 ]
+
+
+# A capture line that is not a Kafka record, passed on as a record of this partition (by the
+# capture source with onBadRecord dead-letter or skip, for the pipeline to count it): no
+# record has it (Kafka numbers partitions from 0, and capture records with a negative one are
+# refused), so it cannot be mistaken for one.  See bad_line_message.
+BAD_LINE_PARTITION = -1
+
+
+def bad_line_message(error: CaptureError, line: bytes | str) -> Message:
+    """The record standing for a bad capture ``line``: partition :data:`BAD_LINE_PARTITION`,
+    its file as topic, its line number as offset, the reason as key, the line as value."""
+    raw = line.encode("utf-8", "replace") if isinstance(line, str) else line
+    return Message(
+        key=str(error).encode("utf-8"),
+        value=raw.rstrip(b"\r\n"),
+        topic=error.source,
+        partition=BAD_LINE_PARTITION,
+        offset=error.line,
+    )
 
 
 def read_capture(
@@ -63,8 +85,8 @@ def record_to_message(obj: Any, *, line: int | None = None, source: str = "") ->
             key=_b64(obj.get("key")),
             value=_b64(obj.get("value")),
             topic=str(obj.get("topic") or ""),
-            partition=_int_or_none(obj.get("partition")),
-            offset=_int_or_none(obj.get("offset")),
+            partition=_position_or_none(obj.get("partition"), "partition"),
+            offset=_position_or_none(obj.get("offset"), "offset"),
             timestamp=_int_or_none(obj.get("timestamp")),
             line=line,
         )
@@ -86,6 +108,14 @@ def _int_or_none(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected an integer, got {value!r}")
     return value
+
+
+def _position_or_none(value: Any, name: str) -> int | None:
+    """A partition or offset: Kafka's are never negative."""
+    number = _int_or_none(value)
+    if number is not None and number < 0:
+        raise ValueError(f"{name} must not be negative, got {number}")
+    return number
 
 
 def read_values(lines: Iterable[bytes | str], source: str = "") -> Iterator[Message]:

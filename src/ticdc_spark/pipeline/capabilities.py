@@ -50,6 +50,8 @@ class Capabilities:
     protocol: str = ""
     # resolved ts (watermarks): consistent mode needs them
     watermarks: bool = True
+    # the codec option that brings watermarks when they are off for want of it ("": none can)
+    watermarks_option: str = ""
     # DDL messages: without them (Avro) a table follows the schemas its rows carry
     ddl: bool = True
     # a commit ts on every row: without it (Avro tombstones, genuine Debezium) rows are
@@ -62,9 +64,12 @@ class Capabilities:
     def of(cls, protocol: str, options: Mapping[str, Any] | None = None) -> Capabilities:
         """A protocol's capabilities, from its codec's catalog entry."""
         spec = get_codec(protocol)
+        option = spec.watermarks_option
+        enabled = not option or bool(getattr(spec.parse_options(options), option.replace("-", "_")))
         return cls(
             spec.name,
-            watermarks=spec.watermarks,
+            watermarks=spec.watermarks and enabled,
+            watermarks_option="" if enabled else option,
             ddl=spec.ddl,
             commit_ts=spec.commit_ts,
             finisher=make_finisher(protocol, options),
@@ -86,11 +91,31 @@ class Capabilities:
         return Mode.CONSISTENT if self.watermarks else Mode.EVENTUAL
 
     def check_mode(self, mode: str) -> None:
-        """Refuse consistent mode for a protocol without watermarks, saying why."""
-        if Mode.parse(mode) == Mode.CONSISTENT and not self.watermarks:
+        """Refuse consistent mode for a protocol without watermarks, saying why and what to
+        do instead."""
+        if Mode.parse(mode) != Mode.CONSISTENT or self.watermarks:
+            return
+        if self.watermarks_option:
             raise ConfigError(
-                f"the {self.protocol} protocol carries no watermarks (resolved ts), so no "
-                "applied state can be known to be a transaction-consistent snapshot of "
-                "upstream: replicate it with --mode eventual (rows are ordered by commit ts "
-                "and by their partition position, see docs/pipeline.md)"
+                f"consistent mode needs watermarks (resolved ts), which {self.protocol} "
+                f"carries only with {self.watermarks_option}=true: pass "
+                f"-o {self.watermarks_option}=true (as the changefeed sends), or replicate "
+                "with --mode eventual (every change applied at once, in commit-ts order per key)"
             )
+        raise ConfigError(
+            f"the {self.protocol} protocol carries no watermarks (resolved ts), so no "
+            "applied state can be known to be a transaction-consistent snapshot of "
+            "upstream: replicate it with --mode eventual (rows are ordered by commit ts "
+            "and by their partition position, see docs/pipeline.md)"
+        )
+
+    def why_eventual(self) -> str:
+        """Why the default mode is eventual (for a note), or "" when it is consistent."""
+        if self.watermarks:
+            return ""
+        if self.watermarks_option:
+            return (
+                f"{self.protocol} without {self.watermarks_option}=true carries no watermarks "
+                f"(resolved ts); pass -o {self.watermarks_option}=true for consistent snapshots"
+            )
+        return f"the {self.protocol} protocol carries no watermarks (resolved ts)"

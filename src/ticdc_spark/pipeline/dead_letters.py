@@ -62,5 +62,17 @@ class DeadLetterWriter:
                 if row.get(name) is not None:
                     row[name] = base64.b64encode(row[name]).decode("ascii")
             lines.append(orjson.dumps(row) + b"\n")
-        atomic_write(self.directory / f"dead-letters-{batch:012d}.jsonl", b"".join(lines))
+        atomic_write(self.path(batch), b"".join(lines))
         return len(lines)
+
+    def path(self, batch: int) -> Path:
+        return self.directory / f"dead-letters-{batch:012d}.jsonl"
+
+    def first(self, batch: int) -> dict[str, object] | None:
+        """The first dead letter a batch wrote (None: none), for a summary to name."""
+        try:
+            with open(self.path(batch), "rb") as lines:
+                found: dict[str, object] = orjson.loads(lines.readline())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+        return found

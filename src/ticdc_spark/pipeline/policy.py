@@ -24,17 +24,19 @@ class OnError(enum.StrEnum):
 
     STOP = "stop"  # fail at the first one, naming it (the decode stage's "fail")
     DEAD_LETTER = "dead-letter"  # keep it aside with its reason, and go on
-    SKIP = "skip"  # report it and go on (``decode``'s bad capture lines)
+    SKIP = "skip"  # count and report it, and go on (``decode``'s bad records, and a capture
+    # source's bad lines with onBadRecord=skip)
 
     @classmethod
-    def parse(cls, value: str, allowed: Iterable[OnError] = ()) -> OnError:
-        """The policy ``value`` names (``fail``: an older spelling of ``stop``), refused
-        with the valid names when it is not one of ``allowed`` (default: any)."""
+    def parse(cls, value: str, allowed: Iterable[OnError] = (), what: str = "on_error") -> OnError:
+        """The policy ``value`` names (``fail``: an older spelling of ``stop``; any case),
+        refused with the valid names when it is not one of ``allowed`` (default: any);
+        ``what`` names the setting in that message."""
         choices = tuple(allowed) or tuple(cls)
-        found = _ALIASES.get(value, value)
+        found = _ALIASES.get(value.strip().lower(), value.strip().lower())
         if found not in choices:
             names = " or ".join(str(c) for c in choices)
-            raise ConfigError(f"on_error must be {names}, not {value!r}")
+            raise ConfigError(f"{what} must be {names}, not {value!r}")
         return cls(found)
 
 

@@ -18,7 +18,7 @@ from ticdc_spark.io.kafka import redact
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.storage import StorageOptions
 
-__all__ = ["SINKS", "SinkEntry", "make_sink"]
+__all__ = ["SINKS", "SinkEntry", "check_target", "make_sink"]
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,17 @@ class SinkEntry:
     install: str  # what to install when the library is missing
 
     def load(self) -> type[TableSink]:
+        self.check_library()
+        module, _, name = self.loader.partition(":")
+        sink: type[TableSink] = getattr(importlib.import_module(module), name)
+        return sink
+
+    def check_library(self) -> None:
         if importlib.util.find_spec(self.library) is None:
             raise ConfigError(
                 f"a {self.target} target needs the {self.library} package, which is not "
                 f"installed: pip install {self.install}"
             )
-        module, _, name = self.loader.partition(":")
-        sink: type[TableSink] = getattr(importlib.import_module(module), name)
-        return sink
 
 
 SPARK_EXTRA = "'ticdc-spark[spark]'"
@@ -60,9 +63,20 @@ def make_sink(
     and WAREHOUSE local or an object store's URI, configured by ``storage``: by default the
     environment's).  ``app_id`` is the pipeline's id, under which a sink records the steps
     it applied."""
+    entry, location = _entry(target)
+    return entry.load().from_target(location, app_id, storage)
+
+
+def check_target(target: str) -> None:
+    """Refuse a target spec :func:`make_sink` would refuse (an unknown scheme, a library
+    missing), without loading its sink or touching the target."""
+    _entry(target)[0].check_library()
+
+
+def _entry(target: str) -> tuple[SinkEntry, str]:
     scheme, sep, location = target.partition(":")
     entry = SINKS.get(scheme.lower())
     if entry is None or not sep or not location:
         valid = " or ".join(e.target for e in SINKS.values())
         raise ConfigError(f"unknown target {redact(target)!r}: use {valid}")
-    return entry.load().from_target(location, app_id, storage)
+    return entry, location

@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import orjson
+
+from ticdc_spark.errors import SinkError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
@@ -99,8 +102,13 @@ class DeltaSink(StoredSink):
 
     def open_table(self, key: TableKey) -> Any:
         from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
 
-        return DeltaTable(self.path(key), storage_options=self.storage_options)
+        path = self.path(key)
+        try:
+            return DeltaTable(path, storage_options=self.storage_options)
+        except DeltaError as exc:
+            raise SinkError(_unreadable(path, exc)) from exc
 
     def exists(self, key: TableKey) -> bool:
         from deltalake import DeltaTable
@@ -242,6 +250,29 @@ class DeltaSink(StoredSink):
             for key in candidates
             if DeltaTable.is_deltatable(self.path(key), storage_options=self.storage_options)
         ]
+
+
+def _unreadable(path: str, exc: Exception) -> str:
+    """One line: the table, the log file that does not parse (delta-rs names none: "Json
+    error: Encountered unexpected '#'"), and delta-rs's own first line."""
+    said = str(exc).strip().splitlines()
+    reason = said[0] if said else type(exc).__name__
+    bad = _unparsable_log_file(Path(path)) if is_local(path) else None
+    where = f": its log file {bad.relative_to(path)} is not JSON" if bad else ""
+    return f"the Delta table {path} cannot be read{where} (delta-rs: {reason})"
+
+
+def _unparsable_log_file(path: Path) -> Path | None:
+    """The newest commit file of a table's log with a line that is not JSON, if any (looked
+    for only once the table failed to open)."""
+    for log_file in sorted((path / "_delta_log").glob("*.json"), reverse=True):
+        try:
+            for line in log_file.read_bytes().splitlines():
+                if line.strip():
+                    orjson.loads(line)
+        except (OSError, orjson.JSONDecodeError):
+            return log_file
+    return None
 
 
 def _delete_table_files(path: Path) -> None:

@@ -12,10 +12,16 @@ first F files read whole and the first R lines of file F (a checkpoint of the ol
 sources, by ``maxOffsetsPerTrigger`` (lines of capture files: one Kafka record each; a blank
 line counts as an offset, as a Kafka offset without a record does), ``maxBytesPerTrigger``
 (bytes of those lines, the name of Spark's file-source option; at least one line is read)
-and ``maxFilesPerTrigger`` (files touched); all that are given apply.  With
+and ``maxFilesPerTrigger`` (files touched); all that are given apply, and
+with
 ``availableNow=true`` the query reads the files there were when it started, in such bounded
 batches (``replicate --trigger once``: :mod:`ticdc_spark.spark.trigger`).
-A malformed line fails the batch naming the file and line, unless ``onBadRecord=skip``.
+A line that is not a Kafka record fails the batch naming the file and line
+(``onBadRecord=stop``, the default), or with ``dead-letter`` or ``skip`` (the pipeline's
+error policies, :class:`~ticdc_spark.pipeline.policy.OnError`) is passed on as a record
+that says so (:func:`~ticdc_spark.io.capture.bad_line_message`): the decode stage makes it a
+dead letter, and the pipeline counts and reports it, or with ``skip`` only counts and
+reports it.
 """
 
 from __future__ import annotations
@@ -33,12 +39,21 @@ import orjson
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 
 from ticdc_spark.errors import CaptureError, ConfigError
-from ticdc_spark.io.capture import read_capture
+from ticdc_spark.io.capture import bad_line_message, read_capture
+from ticdc_spark.pipeline.policy import OnError
 from ticdc_spark.spark.kafka.schema import KafkaColumnsSource, empty_columns, record_batch
 from ticdc_spark.spark.stream_start import StreamStart
 
-__all__ = ["CaptureDataSource", "capture_partitions", "register"]
+__all__ = ["OPTIONS", "CaptureDataSource", "capture_partitions", "check_options", "register"]
 
+# Every option of the source (Spark's names; matched ignoring case, as Spark does).
+OPTIONS = (
+    "path",
+    "maxOffsetsPerTrigger",
+    "maxBytesPerTrigger",
+    "maxFilesPerTrigger",
+    "onBadRecord",
+)
 BATCH_ROWS = 10_000
 Position = dict[str, int]  # {"files": F, "records": R}
 
@@ -111,9 +126,12 @@ class _Options:
         self.max_records = _bound(options, "maxOffsetsPerTrigger")
         self.max_bytes = _bound(options, "maxBytesPerTrigger")
         self.available_now = options.get("availablenow", "false").strip().lower() == "true"
-        self.skip_bad = options.get("onbadrecord", "fail").lower() == "skip"
-        if options.get("onbadrecord", "fail").lower() not in ("fail", "skip"):
-            raise ConfigError("onBadRecord is fail or skip")
+        self.bad_records = OnError.parse(options.get("onbadrecord", "stop"), what="onBadRecord")
+
+
+def check_options(options: dict[str, str]) -> None:
+    """Refuse options the source would refuse when Spark loads it (no Spark needed)."""
+    _Options(options)
 
 
 def line_ends(path: str) -> array[int]:
@@ -128,30 +146,42 @@ def line_ends(path: str) -> array[int]:
 
 
 def _read_file(
-    path: str, skip_bad: bool, first: int = 0, last: int | None = None, at: int = 0
+    path: str, bad_records: OnError, first: int = 0, last: int | None = None, at: int = 0
 ) -> Iterator[Any]:
     """Records of lines [first, last) of a file (``last`` None: to its end), the first of
-    them at byte ``at``."""
+    them at byte ``at``; a bad line as ``bad_records`` says (see the module's doc)."""
     columns = empty_columns()
     with open(path, "rb") as handle:
         handle.seek(at)
-        lines: Any = handle if last is None else itertools.islice(handle, last - first)
+        lines = _Remembered(handle if last is None else itertools.islice(handle, last - first))
         records = read_capture(lines, source=Path(path).name, first_line=first + 1)
         while True:
             try:
                 message = next(records)
             except StopIteration:
                 break
-            except CaptureError:
-                if skip_bad:
-                    continue
-                raise
+            except CaptureError as exc:
+                if bad_records == OnError.STOP:
+                    raise
+                message = bad_line_message(exc, lines.last)
             _append(columns, message)
             if len(columns["value"]) >= BATCH_ROWS:
                 yield record_batch(columns)
                 columns = empty_columns()
     if columns["value"]:
         yield record_batch(columns)
+
+
+class _Remembered:
+    """Lines, the last one given kept (the line a CaptureError is about)."""
+
+    def __init__(self, lines: Iterator[bytes]) -> None:
+        self.lines, self.last = lines, b""
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self.lines:
+            self.last = line
+            yield line
 
 
 def _append(columns: dict[str, list[Any]], message: Any) -> None:
@@ -173,7 +203,7 @@ class _BatchReader(DataSourceReader):
         return [InputPartition((f, 0, None, 0)) for f in _files(self.options.path)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_file(partition.value[0], self.options.skip_bad, *partition.value[1:])
+        return _read_file(partition.value[0], self.options.bad_records, *partition.value[1:])
 
 
 def _position(offset: dict[str, int]) -> tuple[int, int]:
@@ -273,7 +303,7 @@ class _StreamReader(DataSourceStreamReader):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read_file(partition.value[0], self.options.skip_bad, *partition.value[1:])
+        return _read_file(partition.value[0], self.options.bad_records, *partition.value[1:])
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: files stay where they are."""

@@ -23,6 +23,7 @@ from ticdc_spark.filter import TableFilter
 from ticdc_spark.pipeline.changelog import ERROR, ChangelogBuilder, arrow_schema
 from ticdc_spark.pipeline.dead_letters import DEAD_LETTER_FIELDS
 from ticdc_spark.pipeline.policy import OnError
+from ticdc_spark.spark.bad_lines import split_bad_lines
 
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
@@ -121,7 +122,17 @@ def decode_batches(
     # (the stage's own decoder where the protocol has one: Simple leaves a row whose schema
     # this task has not met in its message, for the consumer to finish, see codec.simple)
     decoder = make_decoder(protocol, options, table_filter=table_filter, stage=True)
-    stage = _Stage(decoder, compiled, fail)
+    bad_lines: list[pa.RecordBatch] = []  # (a capture source's lines that are not records)
+    records = _without_bad_lines(batches, bad_lines)
+    for out in _decoded(_Stage(decoder, compiled, fail), records):
+        yield from _drained(bad_lines)
+        yield out
+    yield from _drained(bad_lines)
+
+
+def _decoded(stage: _Stage, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The changelog batches (none empty) of the stage's input, joined and cut as
+    :func:`decode_batches` says."""
     joining = _Joining()
     for parts in _coalesced(map(_narrowed, _bounded(batches)), joining):
         out = stage.fast(parts) if len(parts) > 1 else None
@@ -135,6 +146,24 @@ def decode_batches(
             joining.saw(out, part.num_rows)
             if out.num_rows:
                 yield out
+
+
+def _without_bad_lines(
+    batches: Iterator[pa.RecordBatch], bad_lines: list[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The batches without the records standing for bad capture lines, which are added to
+    ``bad_lines`` as ERROR rows (dead letters; see :mod:`ticdc_spark.spark.bad_lines`)."""
+    for batch in batches:
+        records, errors = split_bad_lines(batch)
+        if errors is not None:
+            bad_lines.append(errors)
+        if records.num_rows:
+            yield records
+
+
+def _drained(found: list[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    while found:
+        yield found.pop(0)
 
 
 # What Arrow raises when a changelog batch cannot be built from the decoded rows.

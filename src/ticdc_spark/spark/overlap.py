@@ -3,7 +3,8 @@
 ``foreachBatch`` hands the batch to a :class:`Background` apply and returns, so that Spark
 reads and decodes the next batch meanwhile; applying stays serial and in order (each batch
 waits for the previous one's apply).  :class:`RunningPipeline` makes the query's
-``awaitTermination`` and ``stop`` wait for the last apply too, and report its failure.
+``awaitTermination`` and ``stop`` wait for the last apply too, and report its failure: as the
+error of ours behind it where there is one (:mod:`ticdc_spark.spark.failures`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from ticdc_spark.spark.failures import Failure
 
 __all__ = ["Background", "RunningPipeline"]
 
@@ -54,12 +57,14 @@ class RunningPipeline:
     """The streaming query, plus the apply that may still run after Spark's last batch.
 
     ``awaitTermination`` and ``stop`` return once that apply has finished too; anything else
-    is the underlying ``StreamingQuery``'s.
+    is the underlying ``StreamingQuery``'s.  A query that failed on an error of ours raises
+    that error (Spark's exception as its cause), not Spark's page of frames around it.
     """
 
-    def __init__(self, query: Any, background: Background) -> None:
+    def __init__(self, query: Any, background: Background, failure: Failure | None = None) -> None:
         self.query = query
         self._background = background
+        self._failure = failure or Failure()
 
     def awaitTermination(self, timeout: float | None = None) -> bool | None:
         """Wait for the query to end (or ``timeout`` seconds), and for its last apply.
@@ -75,8 +80,9 @@ class RunningPipeline:
                 return False
             try:
                 done = bool(self.query.awaitTermination(1.0 if left is None else min(1.0, left)))
-            except BaseException:
+            except BaseException as exc:
                 self._settle()
+                self._failure.reraise(exc)
                 raise
             if done:
                 self._background.wait()

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.kafka import is_kafka_uri, redact
 from ticdc_spark.pipeline.apply import Applier, BatchReport
@@ -41,7 +42,9 @@ from ticdc_spark.pipeline.failpoints import crash_point, watch_commits
 from ticdc_spark.pipeline.ordering import MAX_HELD_ROWS
 from ticdc_spark.pipeline.policy import Mode, OnError
 from ticdc_spark.sinks import make_sink
+from ticdc_spark.spark.bad_lines import skip_bad_lines
 from ticdc_spark.spark.decode import decode
+from ticdc_spark.spark.failures import Failure
 from ticdc_spark.spark.overlap import Background, RunningPipeline
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 from ticdc_spark.spark.trigger import once_options, start_query
@@ -50,10 +53,12 @@ from ticdc_spark.storage import StorageOptions
 __all__ = [
     "PipelineConfig",
     "RunningPipeline",
+    "bad_line_policy",
     "check_mode",
     "default_mode",
     "run",
     "start",
+    "trigger_seconds",
 ]
 
 OnBatch = Callable[[BatchReport], None]
@@ -85,14 +90,23 @@ class PipelineConfig:
         return f"PipelineConfig({shown})"
 
 
-def default_mode(protocol: str) -> str:
-    """consistent, or eventual for a protocol that carries no watermarks."""
-    return Capabilities.of(protocol).default_mode()
+def default_mode(protocol: str, options: Mapping[str, str] | None = None) -> str:
+    """consistent, or eventual for a protocol that carries no watermarks (with ``options``:
+    Canal-JSON without its TiDB extension)."""
+    return Capabilities.of(protocol, options).default_mode()
 
 
-def check_mode(protocol: str, mode: str) -> None:
-    """Refuse consistent mode for a protocol without watermarks, saying why."""
-    Capabilities.of(protocol).check_mode(mode)
+def check_mode(protocol: str, mode: str, options: Mapping[str, str] | None = None) -> None:
+    """Refuse consistent mode for a protocol (with ``options``) without watermarks, saying
+    why and what to do."""
+    Capabilities.of(protocol, options).check_mode(mode)
+
+
+def bad_line_policy(config: PipelineConfig) -> OnError:
+    """What a capture source does with a line that is not a Kafka record: its option
+    ``onBadRecord`` (stop, dead-letter or skip), by default the pipeline's ``on_error``."""
+    given = {k.lower(): v for k, v in config.source_options.items()}.get("onbadrecord")
+    return OnError.parse(given or config.on_error)
 
 
 def start(
@@ -116,17 +130,17 @@ def start(
     for report in applier.recover(log, committed):
         if on_batch is not None:
             on_batch(report)
-    background = Background()
+    background, failure = Background(), Failure()
     watch_commits(spark_checkpoint)  # (a test's kill point; inert by default)
     writer = (
         changelog.writeStream.foreachBatch(
-            _BatchHandler(applier, log, background, config.overlap, on_batch)
+            _BatchHandler(applier, log, background, config, on_batch, failure)
         )
         .option("checkpointLocation", str(spark_checkpoint))
         .queryName("ticdc-spark")
     )
     ours = config.kafka_source == "ticdc" or not is_kafka_uri(config.source)
-    return RunningPipeline(start_query(writer, config.trigger, ours), background)
+    return RunningPipeline(start_query(writer, config.trigger, ours), background, failure)
 
 
 def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnError) -> Applier:
@@ -150,47 +164,75 @@ def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnErr
 
 class _BatchHandler:
     """The ``foreachBatch`` function: collect the micro-batch, log it, apply it (in the
-    background with ``overlap``)."""
+    background with ``overlap``).  An error is noted (``failure``) before Spark wraps it."""
 
     def __init__(
         self,
         applier: Applier,
         log: ChangelogLog,
         background: Background,
-        overlap: bool,
+        config: PipelineConfig,
         on_batch: OnBatch | None,
+        failure: Failure,
     ) -> None:
         self.applier, self.log, self.background = applier, log, background
-        self.overlap, self.on_batch = overlap, on_batch
+        self.overlap, self.on_batch, self.failure = config.overlap, on_batch, failure
+        self.skip_bad_lines = bad_line_policy(config) == OnError.SKIP
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
-        batch_id = int(batch_id)
+        try:
+            self._handle(batch_df, int(batch_id))
+        except BaseException as exc:
+            self.failure.note(exc)
+            raise
+
+    def _handle(self, batch_df: Any, batch_id: int) -> None:
         crash_point("offsets-written", batch_id)
         started = time.perf_counter()
         changes = batch_df.toArrow()  # runs the read and decode stages of this micro-batch
         read_seconds = time.perf_counter() - started
         crash_point("decoded", batch_id)
+        skipped = 0
+        if self.skip_bad_lines:
+            changes, skipped = skip_bad_lines(changes, batch_id)
         # before Spark may record the batch as done; kept while a state it could rebuild is
         self.log.write(batch_id, changes)
         crash_point("logged", batch_id)
         if not self.overlap:
-            self.finish(changes, batch_id, read_seconds)
+            self.finish(changes, batch_id, read_seconds, skipped)
             return
         self.background.wait()  # the previous batch's apply; its failure stops the query here
-        self.background.run(self.finish, changes, batch_id, read_seconds)
+        self.background.run(self.finish, changes, batch_id, read_seconds, skipped)
 
-    def finish(self, changes: pa.Table, batch_id: int, read_seconds: float) -> None:
+    def finish(self, changes: pa.Table, batch_id: int, read_seconds: float, skipped: int) -> None:
         report = self.applier.apply(changes, batch_id)
         self.log.prune(self.applier.store.oldest())
         report.read_seconds = read_seconds
+        report.skipped = skipped
         if self.on_batch is not None:
             self.on_batch(report)
+
+
+def trigger_seconds(trigger: str) -> float | None:
+    """The seconds between micro-batches a trigger names, or None for ``once``."""
+    if trigger == "once":
+        return None
+    try:
+        seconds = float(trigger)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ConfigError(f"--trigger is 'once' or a number of seconds, not {trigger!r}")
+    return seconds
 
 
 def run(spark: Any, config: PipelineConfig, on_batch: OnBatch | None = None) -> None:
     """Run the pipeline until it has consumed everything (trigger once) or is stopped; each
     micro-batch bounded (:func:`~ticdc_spark.spark.sources.bounded_source_options`)."""
     options = bounded_source_options(config.source, config.protocol, config.source_options)
+    if not is_kafka_uri(config.source):
+        options = {k: v for k, v in options.items() if k.lower() != "onbadrecord"}
+        options["onBadRecord"] = bad_line_policy(config).value
     options = once_options(options, config.trigger)  # (the end fixed at the start: trigger.py)
     source_df = read_source(spark, config.source, options, config.checkpoint, config.kafka_source)
     query = start(spark, source_df, config, on_batch)

@@ -4,6 +4,7 @@ Imports Spark: the CLI imports this module only to run the demo."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
@@ -12,6 +13,7 @@ from typing import Any
 
 from ticdc_spark.codec import get_codec
 from ticdc_spark.sinks import make_sink
+from ticdc_spark.spark.console import console_settings, quiet
 from ticdc_spark.spark.pipeline import PipelineConfig, default_mode, run
 from ticdc_spark.spark.session import local_session
 from ticdc_spark.testing.produce import produce_workload
@@ -44,9 +46,14 @@ def run_demo(
     workdir: str | None = None,
     registry: str | None = None,
     options: dict[str, str] | None = None,
+    keep: bool = False,
 ) -> bool:
     """Produce, replicate into Delta, verify; print a summary. True when the tables match.
     ``options``: codec options on top of the demo's own (``DEMO_OPTIONS``).
+
+    Without a ``workdir`` the run works in a new temporary directory, which it removes at
+    the end (about 200 MB for the default workload: captures, tables, checkpoint) unless
+    ``keep`` or the tables do not match (kept to look into); either way it says where.
 
     A protocol that needs a schema registry (avro) uses ``registry``, or else a small
     Confluent-compatible registry this process serves over HTTP for the run: Spark's Python
@@ -55,18 +62,37 @@ def run_demo(
     if get_codec(protocol).options.__dataclass_fields__.get("schema_registry") and not registry:
         with RegistryServer() as server:
             _say(f"    schema registry: serving one for this run at {server.url}")
-            return run_demo(protocol, workload, workdir, server.url, options)
-    return _run(protocol, workload, workdir, registry, options or {})
+            return run_demo(protocol, workload, workdir, server.url, options, keep)
+    if workdir is not None:
+        return _run(protocol, workload, Path(workdir), registry, options or {})
+    root = Path(tempfile.mkdtemp(prefix="ticdc-spark-demo-"))
+    ok = False
+    try:
+        ok = _run(protocol, workload, root, registry, options or {})
+    finally:
+        _leave(root, keep or not ok)
+    return ok
+
+
+def _leave(root: Path, keep: bool) -> None:
+    """Keep the temporary work directory, saying where things are, or remove it."""
+    if keep:
+        _say(
+            f"kept {root}: tables in lake/, checkpoint in checkpoint/, captures in capture/, "
+            "expected state in expected/"
+        )
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    _say(f"removed the work directory {root} (--keep keeps it)")
 
 
 def _run(
     protocol: str,
     workload: Any,
-    workdir: str | None,
+    root: Path,
     registry: str | None,
     extra: dict[str, str],
 ) -> bool:
-    root = Path(workdir or tempfile.mkdtemp(prefix="ticdc-spark-demo-"))
     options = {**DEMO_OPTIONS.get(protocol, {}), **extra}
     if registry:
         options["schema-registry"] = registry
@@ -83,8 +109,7 @@ def _run(
     total = time.perf_counter() - started
     _say(
         f"{'PASSED' if ok else 'FAILED'}: {len(reports)} tables, {applied} rows applied in "
-        f"{replicate_seconds:.1f}s of replication, {total:.1f}s in all; tables in "
-        f"{root / 'lake'}"
+        f"{replicate_seconds:.1f}s of replication, {total:.1f}s in all"
     )
     return ok
 
@@ -109,10 +134,10 @@ def _produce(protocol: str, workload: Any, options: dict[str, str], root: Path) 
 
 def _replicate(protocol: str, options: dict[str, str], root: Path) -> tuple[str, int]:
     """Step 2: the capture files replicated into Delta tables; (the target, rows applied)."""
-    mode = default_mode(protocol)
-    _say(f"2/3 replicating with Spark into Delta tables ({mode} mode)")
-    spark = local_session("ticdc-spark demo")
-    spark.sparkContext.setLogLevel("ERROR")
+    mode = default_mode(protocol, options)
+    _say(f"2/3 replicating with Spark into Delta tables in {root / 'lake'} ({mode} mode)")
+    spark = local_session("ticdc-spark demo", settings=console_settings({}))
+    quiet(spark)
     config = PipelineConfig(
         source=str(root / "capture"),
         protocol=protocol,

@@ -18,9 +18,13 @@ from ticdc_spark.types import Family, parse_time
 __all__ = ["TableReport", "compare_tables", "verify_sink"]
 
 
+SAMPLE = 3  # the rows a summary shows of each kind of difference
+
+
 @dataclass
 class TableReport:
-    """How one table compares with its expected rows."""
+    """How one table compares with its expected rows: every difference counted, and a few
+    kept to show (a summary must not pass off the length of its sample as the count)."""
 
     database: str
     table: str
@@ -28,21 +32,40 @@ class TableReport:
     actual: int = 0
     missing: list[Any] = field(default_factory=list)  # keys expected but absent
     extra: list[Any] = field(default_factory=list)  # keys present but not expected
+    # (key, column, expected, actual) of the values that differ, every one
     different: list[tuple[Any, str, Any, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.missing or self.extra or self.different)
 
+    @property
+    def different_rows(self) -> int:
+        """How many rows hold a value that differs."""
+        return len({key for key, *_ in self.different})
+
     def summary(self) -> str:
         head = f"{self.database}.{self.table}: {self.actual}/{self.expected} rows"
         if self.ok:
             return head + " ok"
-        return (
-            f"{head}; missing {len(self.missing)}, extra {len(self.extra)}, "
-            f"different {len(self.different)} (first: "
-            f"{(self.missing or self.extra or self.different)[:3]})"
-        )
+        parts = [
+            f"missing {len(self.missing)}",
+            f"extra {len(self.extra)}",
+            f"different {self.different_rows} ({len(self.different)} values)",
+        ]
+        return f"{head}; {', '.join(parts)}{self._samples()}"
+
+    def _samples(self) -> str:
+        shown = [
+            f"{what} {items[:SAMPLE]}"
+            for what, items in (
+                ("missing keys", self.missing),
+                ("extra keys", self.extra),
+                ("different (key, column, expected, actual)", self.different),
+            )
+            if items
+        ]
+        return "; first " + "; ".join(shown) if shown else ""
 
 
 def compare_tables(expected: ExpectedTable, actual: pa.Table | None) -> TableReport:
@@ -56,8 +79,8 @@ def compare_tables(expected: ExpectedTable, actual: pa.Table | None) -> TableRep
     want = _by_key(schema, pa.table(columns) if rows else None)
     have = _by_key(schema, actual)
     report.actual = len(have)
-    report.missing = sorted(set(want) - set(have), key=repr)[:20]
-    report.extra = sorted(set(have) - set(want), key=repr)[:20]
+    report.missing = sorted(set(want) - set(have), key=repr)
+    report.extra = sorted(set(have) - set(want), key=repr)
     # TIME is kept as text: compared by value, as a protocol may not carry its fsp (Debezium)
     times = {c.name for c in schema.columns if c.type.family is Family.TIME}
     for key in set(want) & set(have):
@@ -65,7 +88,7 @@ def compare_tables(expected: ExpectedTable, actual: pa.Table | None) -> TableRep
             got = have[key].get(name)
             if got != value and not (name in times and _same_time(value, got)):
                 report.different.append((key, name, value, got))
-    report.different = sorted(report.different, key=repr)[:20]
+    report.different = sorted(report.different, key=repr)
     return report
 
 

@@ -25,7 +25,37 @@ from urllib.parse import unquote, urlsplit
 from ticdc_spark.codec.common import LRUCache
 from ticdc_spark.errors import ConfigError, RegistryError
 
-__all__ = ["RETRIES", "Retries", "SchemaRegistry", "UnknownSchemaId", "registry"]
+__all__ = [
+    "RETRIES",
+    "Retries",
+    "SchemaRegistry",
+    "UnknownSchemaId",
+    "check_shared_registry",
+    "registry",
+]
+
+
+def check_shared_registry(options: Any, protocol: str) -> None:
+    """Refuse a protocol's options (parsed) that name no registry, or one only this process
+    can see (``mock://``: confluent-kafka's in-process registry), where other processes must
+    share it: Spark's Python workers decode apart from the driver, and what ``produce`` or
+    ``encode`` writes is read by a later command.  (In one process, as the library's tests
+    use it, ``mock://`` works.)  Protocols without a registry pass."""
+    url = getattr(options, "schema_registry", None)
+    if url is None:
+        return
+    if not url:
+        raise ConfigError(
+            f"the {protocol} protocol needs a Confluent Schema Registry: "
+            "--schema-registry http(s)://HOST:PORT"
+        )
+    if url.lower().startswith("mock://"):
+        raise ConfigError(
+            f"the schema registry {url} exists only inside one process, so Spark's workers "
+            "and later commands would find none of its schemas (every message a dead letter): "
+            "use a Confluent Schema Registry, --schema-registry http(s)://HOST:PORT "
+            "(ticdc-spark demo -p avro serves one for its run)"
+        )
 
 
 class UnknownSchemaId(RegistryError):

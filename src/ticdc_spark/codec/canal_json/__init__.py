@@ -25,6 +25,11 @@ __all__ = [
 
 register(
     CodecSpec(
-        PROTOCOL, CanalJSONOptions, CanalJSONEncoder, CanalJSONDecoder, aliases=("canal_json",)
+        PROTOCOL,
+        CanalJSONOptions,
+        CanalJSONEncoder,
+        CanalJSONDecoder,
+        aliases=("canal_json",),
+        watermarks_option="enable-tidb-extension",
     )
 )
