@@ -192,9 +192,10 @@ def end_to_end(
                 root = Path(tmp) / bench.protocol / bench.kafka_source
                 rate_in = throughput(spark, bench, broker.bootstrap, backlogs[bench.protocol], root)
                 cells = [f"{rate_in:,.0f}"]
+                found = None
                 if seconds:
                     found = latency(spark, bench, broker.bootstrap, rate, seconds, root / "live")
-                    cells += [f"{v:.2f}" for v in found] if found else ["-", "-"]
+                cells += [f"{v:.2f}" for v in found] if found else ["-", "-"]
                 results[(bench.protocol, bench.kafka_source)] = cells
     finally:
         broker.stop()

@@ -135,6 +135,10 @@ class KafkaProducerSink:
 
         self.config = {
             "bootstrap.servers": bootstrap,
+            # A partition's messages in the order written, also when a request is retried:
+            # librdkafka keeps many requests in flight, and a retried one would otherwise land
+            # after later ones (a table's rows before its DDL).  TiCDC's producer keeps order.
+            "enable.idempotence": True,
             **client_config(options or {}),
             **dict(config or {}),
         }
