@@ -3,9 +3,11 @@
 A sink applies the steps a :class:`~ticdc_spark.pipeline.steps.Plan` lists: merges of one table's
 final changes and DDLs.  Each step carries a *version* (batch id and step number) that the
 sink records atomically with the change, so a step replayed after a crash is recognised and
-skipped; merges are also guarded by commit ts (a change applies only if it is newer than
-the row, and deletes leave tombstone rows, ``_op = 'delete'``, so older changes cannot bring
-a row back).  Readers see live rows with ``_op <> 'delete'``.
+skipped.  Tables are *live*: they hold upstream's live rows, each with the ``_commit_ts`` of
+the change that wrote it, and nothing else.  A merge applies a change only over an older row
+(``_commit_ts`` strictly lower): a delete deletes the row, an insert or update writes it.
+What keeps a late change older than a delete from bringing the deleted row back lives apart
+from the tables, in the consumer state (:mod:`ticdc_spark.pipeline.guards`).
 """
 
 from __future__ import annotations
@@ -46,9 +48,12 @@ class StepResult:
 
 
 def live(rows: pa.Table) -> pa.Table:
-    """Drop tombstones and the bookkeeping columns: the table as upstream has it."""
+    """The table as upstream has it: the bookkeeping columns dropped (and the tombstones of
+    a table an earlier version wrote, with ``_op``, until it is migrated)."""
     if rows is None:
         return rows
+    if OP not in rows.column_names:  # a live table
+        return rows.drop_columns([COMMIT_TS])
     kept = rows.filter(pc.not_equal(rows[OP], OP_DELETE))
     return kept.drop_columns([COMMIT_TS, OP])
 

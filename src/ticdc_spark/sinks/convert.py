@@ -95,26 +95,31 @@ _INTEGER_TYPES: dict[tuple[str, bool], pa.DataType] = {
 }
 
 
-def table_arrow_schema(schema: TableSchema) -> pa.Schema:
-    """The Arrow schema of a target table: the columns, then ``_commit_ts`` and ``_op``."""
+def table_arrow_schema(schema: TableSchema, *, op: bool = False) -> pa.Schema:
+    """The Arrow schema of a target table: the columns, then ``_commit_ts`` (the commit ts
+    of the change that wrote the row: a change applies only over an older one); with ``op``
+    also ``_op`` (``insert``/``update``/``delete``): the changes a merge takes, and the rows
+    of a changelog table (``T__changes``, see :mod:`ticdc_spark.sinks.base`).  A table holds
+    upstream's live rows only, so it has no ``_op``."""
 
     fields = [pa.field(c.name, arrow_type(c.type), nullable=True) for c in schema.columns]
-    fields += [
-        pa.field(COMMIT_TS, pa.int64(), nullable=False),
-        pa.field(OP, pa.string(), nullable=False),
-    ]
+    fields.append(pa.field(COMMIT_TS, pa.int64(), nullable=False))
+    if op:
+        fields.append(pa.field(OP, pa.string(), nullable=False))
     return pa.schema(fields)
 
 
 def typed_rows(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Table | None]:
-    """Typed target rows for planned changes, and the changes that failed to convert.
+    """Typed target rows for planned changes (the table's columns, ``_commit_ts`` and the
+    change's ``_op``, which the merge needs and the table does not keep), and the changes
+    that failed to convert.
 
     ``changes`` has ``op``, ``commit_ts``, ``image`` (a map of text) and position columns
     (see :func:`ticdc_spark.pipeline.last_change.final_changes`).  Returns ``(rows, bad)`` where
     ``bad`` holds the position and reason of every change with a value its column cannot hold.
     """
 
-    target = table_arrow_schema(schema)
+    target = table_arrow_schema(schema, op=True)
     arrays = []
     bad = pa.array([False] * changes.num_rows)
     reasons: list[str | None] = [None] * changes.num_rows

@@ -104,6 +104,10 @@ class DeltaSink(TableSink):
         return -1 if found is None else int(found)
 
     def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]:
+        """A live merge: a delete deletes the row, an insert or update writes it, each only
+        over an older row (``_commit_ts`` strictly lower; a row the table lacks is an older
+        one for a change, nothing to do for a delete).  ``rows`` carry ``_op``, which the
+        table does not keep."""
         keys = list(schema.handle_key) or list(schema.column_names)
         # (each term bracketed: delta-rs reads `a IS NOT DISTINCT FROM b AND c ...` wrongly)
         predicate = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys)
@@ -115,14 +119,12 @@ class DeltaSink(TableSink):
             commit_properties=self._commit(version),
         )
         ts, op = _q(COMMIT_TS), _q(OP)
-        # newer, or at the same commit ts a change over a delete's tombstone (the INSERT half of
-        # an update TiCDC split in two; see pipeline.barriers)
-        newer = (
-            f"s.{ts} > t.{ts} OR (s.{ts} = t.{ts} AND t.{op} = '{OP_DELETE}'"
-            f" AND s.{op} <> '{OP_DELETE}')"
-        )
+        newer, deletes = f"(s.{ts} > t.{ts})", f"(s.{op} = '{OP_DELETE}')"
         result: dict[str, Any] = (
-            merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all().execute()
+            merger.when_matched_delete(predicate=f"{newer} AND {deletes}")
+            .when_matched_update_all(predicate=f"{newer} AND NOT {deletes}", except_cols=[OP])
+            .when_not_matched_insert_all(predicate=f"NOT {deletes}", except_cols=[OP])
+            .execute()
         )
         return result
 

@@ -132,71 +132,57 @@ class IcebergSink(TableSink):
         return int(self._table(key).properties.get(VERSION_PROPERTY, -1))
 
     def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]:
+        """A live merge, as :meth:`DeltaSink.merge <ticdc_spark.sinks.delta.DeltaSink.merge>`:
+        each change applies only over an older row (``_commit_ts`` strictly lower); a
+        delete deletes it, an insert or update replaces it (or writes a row the table
+        lacks)."""
         key = (schema.database, schema.table)
         table = self._table(key)
         keys = list(schema.handle_key) or list(schema.column_names)
-        newer = self._newer_than_existing(table, keys, self._cast(schema, rows))
-        if not newer.num_rows:
-            with table.transaction() as tx:
-                tx.set_properties({VERSION_PROPERTY: str(version)})
-            return {"num_source_rows": rows.num_rows, "written": 0}
-        # The stored rows of these keys are replaced: deleted and appended in one transaction.
-        # (Not pyiceberg's upsert: it matches keys with EqualTo, which refuses the nulls a
-        # table without a key may hold, and it reads data files written before a column was
-        # added without that column, then fails to line them up with the new rows.)
+        is_delete = pc.equal(rows[OP], OP_DELETE)
+        data = self._cast(schema, rows.drop_columns([OP]))
+        stored = self._stored_ts(table, keys, data)
+        newer = pc.fill_null(pc.greater(data[COMMIT_TS], stored), True)
+        touched = data.filter(pc.and_(newer, pc.invert(pc.and_(is_delete, pc.is_null(stored)))))
+        written = data.filter(pc.and_(newer, pc.invert(is_delete)))
+        # The stored rows of the changed keys are deleted and the new ones appended, in one
+        # transaction.  (Not pyiceberg's upsert: it matches keys with EqualTo, which refuses
+        # the nulls a table without a key may hold, and it reads data files written before a
+        # column was added without that column, then fails to line them up with the new rows.)
         with table.transaction() as tx:
-            with warnings.catch_warnings():  # (new rows match nothing: no news)
-                warnings.filterwarnings("ignore", "Delete operation did not match")
-                tx.delete(_match(newer, keys))
-            tx.append(newer)
+            if touched.num_rows:
+                with warnings.catch_warnings():  # (new rows match nothing: no news)
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    tx.delete(_match(touched, keys))
+            if written.num_rows:
+                tx.append(written)
             tx.set_properties({VERSION_PROPERTY: str(version)})
-        return {"num_source_rows": rows.num_rows, "written": newer.num_rows}
+        return {"num_source_rows": rows.num_rows, "written": written.num_rows}
 
-    def _newer_than_existing(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Table:
-        """The incoming rows whose key is new or whose commit ts beats the stored one (or
-        equals a delete's tombstone's, for a change that is not a delete: see DeltaSink)."""
+    def _stored_ts(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Array:
+        """The ``_commit_ts`` the table holds for each row's key (null: no such row)."""
         if _has_nulls(rows, keys):
-            return self._newer_null_safe(table, keys, rows)
+            return self._stored_ts_null_safe(table, keys, rows)
         first = keys[0]
         wanted = [v for v in rows[first].unique().to_pylist() if v is not None]
         row_filter = In(first, wanted) if wanted else f"{first} IS NULL"  # type: ignore[call-arg,arg-type]
-        scan = table.scan(row_filter=row_filter, selected_fields=(*keys, COMMIT_TS, OP))
-        existing = scan.to_arrow().rename_columns([*keys, "_stored_ts", "_stored_op"])
+        scan = table.scan(row_filter=row_filter, selected_fields=(*keys, COMMIT_TS))
+        existing = scan.to_arrow().rename_columns([*keys, "_stored_ts"])
         if not existing.num_rows:
-            return rows
-        joined = rows.join(existing, keys=keys, join_type="left outer", use_threads=False)
-        stored_ts = joined["_stored_ts"]
-        over_tombstone = pc.and_kleene(
-            pc.and_kleene(
-                pc.equal(joined[COMMIT_TS], stored_ts), pc.equal(joined["_stored_op"], OP_DELETE)
-            ),
-            pc.not_equal(joined[OP], OP_DELETE),
+            return pa.nulls(rows.num_rows, pa.int64())
+        numbered = rows.select(keys).append_column(
+            "_row", pa.array(range(rows.num_rows), pa.int64())
         )
-        keep = pc.or_kleene(
-            pc.or_kleene(pc.is_null(stored_ts), pc.greater(joined[COMMIT_TS], stored_ts)),
-            over_tombstone,
-        )
-        keep = pc.fill_null(keep, False)
-        return (
-            joined.filter(keep).drop_columns(["_stored_ts", "_stored_op"]).select(rows.column_names)
-        )
+        joined = numbered.join(existing, keys=keys, join_type="left outer", use_threads=False)
+        return joined.sort_by("_row")["_stored_ts"].combine_chunks()
 
-    def _newer_null_safe(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Table:
-        """:meth:`_newer_than_existing` with null-safe key matching, in Python (Arrow joins
-        never match nulls): for tables without a key, whose rows may hold nulls."""
-        scan = table.scan(row_filter=_match(rows, keys), selected_fields=(*keys, COMMIT_TS, OP))
-        stored = {
-            tuple(r[k] for k in keys): (r[COMMIT_TS], r[OP]) for r in scan.to_arrow().to_pylist()
-        }
-        keep = []
-        for row in rows.select([*keys, COMMIT_TS, OP]).to_pylist():
-            found = stored.get(tuple(row[k] for k in keys))
-            keep.append(
-                found is None
-                or row[COMMIT_TS] > found[0]
-                or (row[COMMIT_TS] == found[0] and found[1] == OP_DELETE != row[OP])
-            )
-        return rows.filter(pa.array(keep, pa.bool_()))
+    def _stored_ts_null_safe(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Array:
+        """:meth:`_stored_ts` with null-safe key matching, in Python (Arrow joins never match
+        nulls): for tables without a key, whose rows may hold nulls."""
+        scan = table.scan(row_filter=_match(rows, keys), selected_fields=(*keys, COMMIT_TS))
+        stored = {tuple(r[k] for k in keys): r[COMMIT_TS] for r in scan.to_arrow().to_pylist()}
+        found = [stored.get(tuple(row[k] for k in keys)) for row in rows.select(keys).to_pylist()]
+        return pa.array(found, pa.int64())
 
     def add_columns(self, key: TableKey, fields: list[pa.Field]) -> None:
         if not fields:
