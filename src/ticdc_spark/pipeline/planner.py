@@ -256,22 +256,11 @@ class Planner:
 
     # -- guards ---------------------------------------------------------------------------
 
-    @property
-    def _keeps_guards(self) -> bool:
-        """Whether this protocol's changes are screened by guards.  Not where rows are placed
-        by their partition position: a place only grows along a partition, and a key's
-        changes all come from one partition, so a change placed after a delete is placed
-        above it and no guard could stop it; TiCDC's re-sends replay a key's history in
-        order at higher places (the delete after the change it re-sends), and a replay of
-        the source is dropped by its offset.  (Places are no commit time either, which a
-        retention would count in.)"""
-        return not self.capabilities.place_by_position
-
     def _guarded(
         self, key: TableKey, schema: TableSchema, changes: pa.Table, plan: Plan
     ) -> pa.Table:
         """A table step's changes without those older than a delete already applied."""
-        if not self._keeps_guards:
+        if not self.capabilities.keeps_guards:
             return changes
         guards = self.state.guards
         changes, dropped = guards.screen(key, key_names(schema), changes, self._guard_floor)
@@ -280,7 +269,7 @@ class Planner:
 
     def _collect_guards(self) -> None:
         """Forget the guards no older change can need any more; stop past the bound."""
-        if not self._keeps_guards:
+        if not self.capabilities.keeps_guards:
             return
         self.state.guards.collect(self._guard_floor, self.state.floors)
         ordering.check_guards(

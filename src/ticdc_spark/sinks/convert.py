@@ -43,7 +43,14 @@ from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.dead_letters import dead_letters
 from ticdc_spark.types import ColumnType, Family, ZeroDate, parse_date, parse_datetime
 
-__all__ = ["COMMIT_TS", "OP", "arrow_type", "table_arrow_schema", "typed_rows"]
+__all__ = [
+    "COMMIT_TS",
+    "OP",
+    "arrow_type",
+    "changelog_texts",
+    "table_arrow_schema",
+    "typed_rows",
+]
 
 # A text-to-Arrow conversion of one column family: (column type, text, Arrow type) -> array.
 Converter = Callable[[ColumnType, pa.Array, pa.DataType], pa.Array]
@@ -141,6 +148,27 @@ def typed_rows(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Tab
         dead = dead_letters(broken)
         rows = rows.filter(pc.invert(bad))
     return rows, dead
+
+
+def changelog_texts(rows: pa.Table) -> pa.Table:
+    """Stored rows as the changelog's text, by their Arrow types (``_commit_ts`` kept as it
+    is): numbers, dates and strings as Arrow prints them, binary values as base64.  MySQL's
+    own text depends on types Arrow does not tell (a DATETIME's fraction digits): a reader
+    that knows the column types normalizes the rest (pipeline.tombstones)."""
+    columns = []
+    for name in rows.column_names:
+        values = rows[name]
+        if name == COMMIT_TS or pa.types.is_string(values.type):
+            columns.append(values)
+        elif pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+            columns.append(pa.array(_base64(values.to_pylist()), pa.string()))
+        else:
+            columns.append(pc.cast(values, pa.string()))
+    return pa.table(columns, names=rows.column_names)
+
+
+def _base64(values: list[bytes | None]) -> list[str | None]:
+    return [None if v is None else binascii.b2a_base64(v, newline=False).decode() for v in values]
 
 
 def image_columns(

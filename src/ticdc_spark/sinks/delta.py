@@ -23,12 +23,13 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import pyarrow as pa
+import pyarrow.dataset as pds
 
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
-from ticdc_spark.sinks.base import TableSink, carried_columns
-from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.base import CHANGELOG_COMMENT, TableSink, carried_columns
+from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts
 
 # delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s (dirty_decay_ms)
 # before handing them back: across micro-batches the driver's resident memory then climbs with
@@ -88,10 +89,10 @@ class DeltaSink(TableSink):
         self.path(key).mkdir(parents=True, exist_ok=True)
         DeltaTable.create(
             str(self.path(key)),
-            table_arrow_schema(schema),
+            self.stored_schema(schema),
             mode="ignore",
             name=schema.table,
-            description=f"TiDB {schema.qualified_name}",
+            description=self.table_comment(schema),
         )
 
     def arrow_schema(self, key: TableKey) -> pa.Schema:
@@ -135,7 +136,7 @@ class DeltaSink(TableSink):
     def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
         key = (schema.database, schema.table)
         current = self._table(key).to_pyarrow_table()
-        target = table_arrow_schema(schema)
+        target = self.stored_schema(schema)
         columns = carried_columns(current, target, schema, renamed)
         self._forget(key)
         crash_point("rewrite")
@@ -177,6 +178,38 @@ class DeltaSink(TableSink):
 
     def read(self, key: TableKey) -> pa.Table:
         return self._table(key).to_pyarrow_table()
+
+    def append(self, key: TableKey, rows: pa.Table, version: int) -> None:
+        stored = self.arrow_schema(key)
+        write_deltalake(
+            self._table(key),
+            rows.select(stored.names).cast(stored),
+            mode="append",
+            commit_properties=self._commit(version),
+        )
+
+    def tombstones(self, key: TableKey) -> pa.Table | None:
+        table = self._table(key)
+        if OP not in self.arrow_schema(key).names:
+            return None
+        if (table.metadata().description or "").startswith(CHANGELOG_COMMENT):
+            return None
+        dead = table.to_pyarrow_dataset().to_table(filter=pds.field(OP) == OP_DELETE)
+        return changelog_texts(dead.drop_columns([OP]))
+
+    def drop_tombstones(self, key: TableKey) -> None:
+        """One overwrite commit of the rows that are not tombstones, without ``_op`` (delta-rs
+        cannot drop a column in place), streamed from the table's own files (which the
+        commit removes, keeping them on disk until a VACUUM); the app transaction, whose
+        version it keeps, is the log's and is not part of the rewrite."""
+        table = self._table(key)
+        stored = self.arrow_schema(key)
+        kept = table.to_pyarrow_dataset().scanner(
+            filter=pds.field(OP) != OP_DELETE,
+            columns=[n for n in stored.names if n != OP],
+        )
+        self._forget(key)
+        write_deltalake(table, kept.to_reader(), mode="overwrite", schema_mode="overwrite")
 
     def tables(self) -> list[TableKey]:
         return [

@@ -23,8 +23,8 @@ from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
-from ticdc_spark.sinks.base import TableSink, carried_columns
-from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.base import CHANGELOG_COMMENT, TableSink, carried_columns
+from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts, table_arrow_schema
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
 
@@ -66,8 +66,9 @@ def parse_iceberg_target(spec: str) -> tuple[str, str]:
     return uri, warehouse
 
 
-def iceberg_arrow_schema(schema: TableSchema) -> pa.Schema:
-    """The table's Arrow schema with the integer types Iceberg has."""
+def iceberg_arrow_schema(schema: TableSchema, *, op: bool = False) -> pa.Schema:
+    """The table's Arrow schema with the integer types Iceberg has (with ``op``, a changelog
+    table's: see :func:`~ticdc_spark.sinks.convert.table_arrow_schema`)."""
 
     def widen(arrow_type: pa.DataType) -> pa.DataType:
         if pa.types.is_int8(arrow_type) or pa.types.is_int16(arrow_type):
@@ -75,7 +76,7 @@ def iceberg_arrow_schema(schema: TableSchema) -> pa.Schema:
         return arrow_type
 
     return pa.schema(
-        [pa.field(f.name, widen(f.type), nullable=True) for f in table_arrow_schema(schema)]
+        [pa.field(f.name, widen(f.type), nullable=True) for f in table_arrow_schema(schema, op=op)]
     )
 
 
@@ -104,7 +105,7 @@ class IcebergSink(TableSink):
         return rows.select(order) if order != rows.column_names else rows
 
     def stored_schema(self, schema: TableSchema) -> pa.Schema:
-        return iceberg_arrow_schema(schema)
+        return iceberg_arrow_schema(schema, op=self.is_changelog((schema.database, schema.table)))
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -121,7 +122,9 @@ class IcebergSink(TableSink):
         key = (schema.database, schema.table)
         self._forget(key)
         self.catalog.create_namespace_if_not_exists(schema.database)
-        self.catalog.create_table_if_not_exists(key, iceberg_arrow_schema(schema))
+        self.catalog.create_table_if_not_exists(
+            key, self.stored_schema(schema), properties={"comment": self.table_comment(schema)}
+        )
 
     def arrow_schema(self, key: TableKey) -> pa.Schema:
         return self._table(key).schema().as_arrow()
@@ -202,12 +205,14 @@ class IcebergSink(TableSink):
         """Copy into a new table of the new schema, then swap it in by catalog rename."""
         key = (schema.database, schema.table)
         current = self._table(key).scan().to_arrow()
-        target = iceberg_arrow_schema(schema)
+        target = self.stored_schema(schema)
         columns = carried_columns(current, target, schema, renamed)
         temp = (key[0], key[1] + _REWRITE_SUFFIX)
         if self.catalog.table_exists(temp):
             self.catalog.purge_table(temp)
-        table = self.catalog.create_table(temp, target)
+        table = self.catalog.create_table(
+            temp, target, properties={"comment": self.table_comment(schema)}
+        )
         with table.transaction() as tx:
             tx.append(pa.Table.from_arrays(columns, schema=target))
             tx.set_properties({VERSION_PROPERTY: str(version)})
@@ -249,6 +254,33 @@ class IcebergSink(TableSink):
 
     def read(self, key: TableKey) -> pa.Table:
         return self._table(key).scan().to_arrow()
+
+    def append(self, key: TableKey, rows: pa.Table, version: int) -> None:
+        stored = self.arrow_schema(key)
+        with self._table(key).transaction() as tx:
+            tx.append(rows.select(stored.names).cast(stored))
+            tx.set_properties({VERSION_PROPERTY: str(version)})
+
+    def tombstones(self, key: TableKey) -> pa.Table | None:
+        table = self._table(key)
+        if OP not in self.arrow_schema(key).names:
+            return None
+        if table.properties.get("comment", "").startswith(CHANGELOG_COMMENT):
+            return None
+        dead = table.scan(row_filter=EqualTo(OP, OP_DELETE)).to_arrow()  # type: ignore[call-arg,arg-type]
+        return changelog_texts(dead.drop_columns([OP]))
+
+    def drop_tombstones(self, key: TableKey) -> None:
+        """One transaction: the tombstones deleted (pyiceberg rewrites the data files that
+        hold them: copy-on-write), ``_op`` dropped from the schema (metadata only: older
+        data files keep it, unread)."""
+        table = self._table(key)
+        with table.transaction() as tx:
+            with warnings.catch_warnings():  # (a table with no tombstone left)
+                warnings.filterwarnings("ignore", "Delete operation did not match")
+                tx.delete(EqualTo(OP, OP_DELETE))  # type: ignore[call-arg,arg-type]
+            with tx.update_schema() as update:
+                update.delete_column(OP)
 
     def tables(self) -> list[TableKey]:
         found: list[TableKey] = []

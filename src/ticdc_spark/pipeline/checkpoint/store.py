@@ -122,6 +122,10 @@ class StateStore:
             self.held_path(old).unlink(missing_ok=True)
             self.guards_path(old).unlink(missing_ok=True)
 
+    def saved(self) -> list[int]:
+        """The batches whose state is saved, oldest first."""
+        return sorted(self._batches())
+
     def latest(self) -> int:
         """The id of the latest batch whose state is saved (-1 if none)."""
         return max(self._batches(), default=-1)
