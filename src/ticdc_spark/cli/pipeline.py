@@ -131,7 +131,7 @@ def _table_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="deletes remembered against late older changes at most; past it the job stops "
-        "(default 5000000)",
+        "(default 2000000)",
     )
 
 

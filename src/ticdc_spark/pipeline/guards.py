@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import orjson
@@ -65,6 +66,28 @@ def _guard_table(keys: pa.Array, commit_ts: pa.Array | pa.ChunkedArray) -> pa.Ta
     return pa.table({"key": keys, "commit_ts": whole(commit_ts).cast(pa.int64())})
 
 
+class _Match(NamedTuple):
+    """The guards of one set whose key one of a step's changes has: their positions in the
+    set, their commit ts, the changes' positions, and every change's key by the set's
+    columns."""
+
+    guard: np.ndarray
+    guard_ts: np.ndarray
+    change: np.ndarray
+    keys: pa.Array
+
+
+def _match(guards: pa.Table, keys: pa.Array) -> _Match:
+    """Match a guard set against a step's changes' keys (each key once in a step): one
+    probe of the guards into a hash of the changes' keys, the smaller side."""
+    found = whole(pc.index_in(guards["key"], value_set=keys))
+    valid = np.asarray(found.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    guard = np.flatnonzero(valid)
+    guard_ts = whole(guards["commit_ts"]).to_numpy(zero_copy_only=False)[guard]
+    change = found.filter(pa.array(valid)).to_numpy(zero_copy_only=False).astype(np.int64)
+    return _Match(guard, guard_ts, change, keys)
+
+
 @dataclass
 class Guards:
     """The guards of every table: per table and key columns, a table of ``key`` (encoded,
@@ -83,50 +106,45 @@ class Guards:
         (a delete at or below ``floor`` adds none: it would be collected at once)."""
         if not changes.num_rows:
             return changes, 0
-        encoded, older = self._older(table, changes)
-        dropped = 0 if older is None else int(pc.sum(older).as_py() or 0)
-        if dropped:
-            kept = pc.invert(older)
-            changes = changes.filter(kept)
-            encoded = {n: keys.filter(kept) for n, keys in encoded.items()}
-        self._update(table, names, changes, encoded.get(names), floor)
-        return changes, dropped
-
-    def _older(
-        self, table: TableKey, changes: pa.Table
-    ) -> tuple[dict[KeyNames, pa.Array], pa.Array | None]:
-        """The changes' keys by each guard set's columns, and which changes are older than
-        a guard of their key (None: the table has no guards)."""
-        encoded, older = {}, None
-        ts = changes["commit_ts"]
-        for names, guards in self.sets.get(table, {}).items():
-            keys = encoded[names] = key_texts(changes["image"], names)
-            found = pc.index_in(keys, value_set=whole(guards["key"]))
-            hit = pc.fill_null(pc.less(ts, whole(guards["commit_ts"]).take(found)), False)
-            older = hit if older is None else pc.or_(older, hit)
-        return encoded, None if older is None else whole(older)
+        ts = whole(changes["commit_ts"]).to_numpy(zero_copy_only=False)
+        older = np.zeros(changes.num_rows, dtype=bool)
+        matched: dict[KeyNames, _Match] = {}
+        for set_names, guards in self.sets.get(table, {}).items():
+            match = matched[set_names] = _match(guards, key_texts(changes["image"], set_names))
+            older[match.change] |= ts[match.change] < match.guard_ts
+        adds = (
+            np.asarray(pc.equal(changes["op"], OP_DELETE).to_numpy(zero_copy_only=False), bool)
+            & (ts > floor)
+            & ~older
+        )
+        self._update(table, names, changes, matched.get(names), adds, older)
+        dropped = int(older.sum())
+        return (changes.filter(pa.array(~older)) if dropped else changes), dropped
 
     def _update(
         self,
         table: TableKey,
         names: KeyNames,
         changes: pa.Table,
-        keys: pa.Array | None,
-        floor: int,
+        match: _Match | None,
+        adds: np.ndarray,
+        older: np.ndarray,
     ) -> None:
-        """Raise the guards of the keys ``changes`` delete, remove those of the others."""
-        adds = whole(
-            pc.and_(pc.equal(changes["op"], OP_DELETE), pc.greater(changes["commit_ts"], floor))
-        )
-        current = self.sets.get(table, {}).get(names)
-        if current is None and not pc.any(adds).as_py():
+        """Raise the guards of the keys the applied ``changes`` delete (``adds``), remove
+        those of the others applied (not ``older``)."""
+        if match is None and not adds.any():
             return
-        if keys is None:
-            keys = key_texts(changes["image"], names)
         kept = None
-        if current is not None:
-            kept = current.filter(pc.invert(pc.is_in(current["key"], value_set=keys)))
-        added = _guard_table(keys.filter(adds), changes["commit_ts"].filter(adds))
+        if match is not None:
+            current = self.sets[table][names]
+            removed = np.zeros(current.num_rows, dtype=bool)
+            removed[match.guard[~older[match.change]]] = True
+            kept = current.filter(pa.array(~removed))
+        mask = pa.array(adds)
+        keys = match.keys.filter(mask) if match is not None else None
+        if keys is None:
+            keys = key_texts(changes.filter(mask)["image"], names)
+        added = _guard_table(keys, changes["commit_ts"].filter(mask))
         self._put(table, names, concat([kept, added]))
 
     def raise_to(
@@ -175,23 +193,25 @@ class Guards:
 
     @classmethod
     def from_arrow(cls, saved: pa.Table | None) -> Guards:
-        """The guards :meth:`to_arrow` saved (raises ValueError, KeyError or an Arrow error
-        on a table that is not such)."""
+        """The guards :meth:`to_arrow` saved, one run of rows per set (raises ValueError,
+        KeyError or an Arrow error on a table that is not such)."""
         guards = cls()
         if saved is None or not saved.num_rows:
             return guards
-        saved = saved.sort_by([(name, "ascending") for name in _SET_COLUMNS])
         for start, end in _runs(saved):
             first = saved.slice(start, 1).to_pylist()[0]
             names = tuple(str(n) for n in orjson.loads(first["names"]))
-            part = saved.slice(start, end - start)
             table = (str(first["database"]), str(first["table"]))
-            guards._put(table, names, _guard_table(whole(part["key"]), part["commit_ts"]))
+            part = saved.slice(start, end - start)
+            known = guards.sets.get(table, {}).get(names)
+            found = _guard_table(whole(part["key"]), part["commit_ts"])
+            guards._put(table, names, concat([known, found]))
         return guards
 
 
 def _runs(saved: pa.Table) -> list[tuple[int, int]]:
-    """The (start, end) of each run of rows of one guard set (``saved`` sorted by them)."""
+    """The (start, end) of each run of rows of one guard set (to_arrow writes each set's
+    rows together, and needs no sort to read them back)."""
     n = saved.num_rows
     starts = np.zeros(n, dtype=bool)
     starts[0] = True

@@ -56,10 +56,12 @@ __all__ = [
 # check_held) instead of letting memory grow with a stalled partition.
 MAX_HELD_ROWS = 1_000_000
 
-# Guards (a key and a commit ts each, about 40 bytes with a short key) live in the driver's
-# memory and in the checkpoint, rewritten with each micro-batch: past this many the batch
-# stops (see check_guards).  Only a stream without watermarks keeps them for long.
-MAX_GUARDS = 5_000_000
+# Guards live in the driver's memory and in the checkpoint, rewritten with each micro-batch
+# that changes them: about 53 bytes each with an integer key, so 2,000,000 make a file of
+# about 100 MiB, saved in about 0.2 s (benchmarks/guards_bench.py: 1,000,000 in 0.09 s).
+# Past this many the batch stops (see check_guards).  Only a stream without watermarks
+# keeps them for long.
+MAX_GUARDS = 2_000_000
 
 # Without watermarks, how long (in commit-ts time) a guard is kept: a late change older than
 # a delete comes from TiCDC re-sending after a restart, from its checkpoint, and a changefeed
