@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.io.kafka import redact
 from ticdc_spark.sinks.base import TableSink
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["SINKS", "SinkEntry", "make_sink"]
 
@@ -52,12 +53,16 @@ SINKS: dict[str, SinkEntry] = {
 }
 
 
-def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
-    """The sink of a target spec: ``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE``.
-    ``app_id`` is the pipeline's id, under which a sink records the steps it applied."""
+def make_sink(
+    target: str, app_id: str = "ticdc-spark", storage: StorageOptions | None = None
+) -> TableSink:
+    """The sink of a target spec: ``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE`` (PATH
+    and WAREHOUSE local or an object store's URI, configured by ``storage``: by default the
+    environment's).  ``app_id`` is the pipeline's id, under which a sink records the steps
+    it applied."""
     scheme, sep, location = target.partition(":")
     entry = SINKS.get(scheme.lower())
     if entry is None or not sep or not location:
         valid = " or ".join(e.target for e in SINKS.values())
         raise ConfigError(f"unknown target {redact(target)!r}: use {valid}")
-    return entry.load().from_target(location, app_id)
+    return entry.load().from_target(location, app_id, storage)

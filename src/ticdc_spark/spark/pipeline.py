@@ -25,9 +25,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
-from ticdc_spark.io.kafka import redact
+from ticdc_spark.io.kafka import is_kafka_uri, redact
 from ticdc_spark.pipeline.apply import Applier, BatchReport
 from ticdc_spark.pipeline.capabilities import Capabilities
 from ticdc_spark.pipeline.checkpoint import (
@@ -46,6 +45,8 @@ from ticdc_spark.sinks import make_sink
 from ticdc_spark.spark.decode import decode
 from ticdc_spark.spark.overlap import Background, RunningPipeline
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
+from ticdc_spark.spark.trigger import once_options, start_query
+from ticdc_spark.storage import StorageOptions
 
 __all__ = [
     "PipelineConfig",
@@ -82,6 +83,8 @@ class PipelineConfig:
     guard_retention: float = GUARD_RETENTION_SECONDS
     max_guards: int = MAX_GUARDS
     changelog_tables: bool = False  # beside each table T, T__changes (sinks.base)
+    kafka_source: str = "ticdc"  # or "spark": Spark's own Kafka source (spark/spark_kafka.py)
+    storage: StorageOptions = field(default_factory=StorageOptions.from_environment)
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -129,13 +132,14 @@ def start(
         .option("checkpointLocation", str(spark_checkpoint))
         .queryName("ticdc-spark")
     )
-    return RunningPipeline(_triggered(writer, config.trigger).start(), background)
+    ours = config.kafka_source == "ticdc" or not is_kafka_uri(config.source)
+    return RunningPipeline(start_query(writer, config.trigger, ours), background)
 
 
 def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnError) -> Applier:
     """The applier of a pipeline: its checkpoint's state store, its target's sink."""
     store = StateStore(config.checkpoint)
-    sink = make_sink(config.target, app_id=store.pipeline_id())
+    sink = make_sink(config.target, app_id=store.pipeline_id(), storage=config.storage)
     sink.changelog_tables = config.changelog_tables
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
@@ -193,23 +197,12 @@ class _BatchHandler:
             self.on_batch(report)
 
 
-def _triggered(writer: Any, trigger: str) -> Any:
-    """The stream writer with its trigger: ``once`` (everything available, in bounded
-    micro-batches, then stop) or every so many seconds."""
-    if trigger == "once":
-        return writer.trigger(availableNow=True)
-    try:
-        seconds = float(trigger)
-    except ValueError:
-        raise ConfigError(f"--trigger is 'once' or seconds, not {trigger!r}") from None
-    return writer.trigger(processingTime=f"{seconds} seconds")
-
-
 def run(spark: Any, config: PipelineConfig, on_batch: OnBatch | None = None) -> None:
     """Run the pipeline until it has consumed everything (trigger once) or is stopped; each
     micro-batch bounded (:func:`~ticdc_spark.spark.sources.bounded_source_options`)."""
     options = bounded_source_options(config.source, config.protocol, config.source_options)
-    source_df = read_source(spark, config.source, options, config.checkpoint)
+    options = once_options(options, config.trigger)  # (the end fixed at the start: trigger.py)
+    source_df = read_source(spark, config.source, options, config.checkpoint, config.kafka_source)
     query = start(spark, source_df, config, on_batch)
     try:
         query.awaitTermination()
