@@ -75,11 +75,14 @@ def _old_rows() -> pa.Table:
 def _old_delta_table(sink: Any, table: str) -> None:
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-    path = Path(sink.path(("db", table)))
-    path.mkdir(parents=True)
-    DeltaTable.create(str(path), OLD_SCHEMA, description=f"TiDB db.{table}")
+    path, options = sink.path(("db", table)), sink.storage_options
+    if sink.root is not None:
+        Path(path).mkdir(parents=True)
+    DeltaTable.create(path, OLD_SCHEMA, description=f"TiDB db.{table}", storage_options=options)
     commit = CommitProperties(app_transactions=[Transaction(sink.app_id, VERSION)])
-    write_deltalake(str(path), _old_rows(), mode="append", commit_properties=commit)
+    write_deltalake(
+        path, _old_rows(), mode="append", commit_properties=commit, storage_options=options
+    )
 
 
 def _old_iceberg_table(sink: Any, table: str) -> None:
@@ -202,3 +205,30 @@ def test_changelog_tables_are_not_taken_for_tables_with_tombstones(
     assert migrate_tombstones(applier) == []
     changes = applier.sink.read(("db", "t__changes")).sort_by("_commit_ts")
     assert changes["_op"].to_pylist() == ["insert", "delete"]
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_tables_on_s3_are_migrated_and_get_changelog_tables(
+    kind: str, s3_root: str, s3_options: Any, tmp_path: Path
+) -> None:
+    """The same on an object store (SeaweedFS): the migration's rewrite, the changelog
+    table's appends."""
+    from ticdc_spark.sinks.delta import DeltaSink
+    from ticdc_spark.sinks.iceberg import IcebergSink
+
+    store = StateStore(tmp_path / "checkpoint")
+    if kind == "delta":
+        sink: Any = DeltaSink(f"{s3_root}/lake", store.pipeline_id(), storage=s3_options)
+        _old_delta_table(sink, "t")
+    else:
+        sink = IcebergSink(f"sqlite:///{tmp_path / 'c.db'}", f"{s3_root}/wh", storage=s3_options)
+        _old_iceberg_table(sink, "t")
+    store.save(7, ConsumerState(tables={("db", "t"): _schema("t")}, applied_ts=200))
+    applier = Applier(sink, store, mode="eventual")
+    applier.sink.changelog_tables = True
+    assert migrate_tombstones(applier) == [("db", "t")]
+    assert applier.store.read(7).guards.count() == 2
+    applier.apply(_late_batch(), 8)
+    assert _live_rows(sink, "t") == {1: "a", 2: "b", 4: "new"}
+    assert applier.sink.read(("db", "t__changes"))["id"].to_pylist() == [4]
+    assert sink.applied_version(("db", "t")) == 8_000_000
