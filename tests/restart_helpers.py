@@ -166,7 +166,12 @@ def target(kind: str, root: Path) -> str:
 
 
 def harness_command(
-    checkpoint: Path, target_spec: str, batches: Path, protocol: str = "canal-json"
+    checkpoint: Path,
+    target_spec: str,
+    batches: Path,
+    protocol: str = "canal-json",
+    mode: str = "consistent",
+    changelog_tables: bool = False,
 ) -> list[str]:
     return [
         sys.executable,
@@ -175,6 +180,8 @@ def harness_command(
         target_spec,
         str(batches),
         protocol,
+        mode,
+        "changelog-tables" if changelog_tables else "",
     ]
 
 
@@ -193,8 +200,10 @@ def run_harness(
     batches: Path,
     crash_at: str | None,
     protocol: str = "canal-json",
+    mode: str = "consistent",
+    changelog_tables: bool = False,
 ) -> int:
-    command = harness_command(checkpoint, target_spec, batches, protocol)
+    command = harness_command(checkpoint, target_spec, batches, protocol, mode, changelog_tables)
     done = subprocess.run(
         command, env=environment(crash_at), capture_output=True, timeout=300, check=False
     )
@@ -204,23 +213,34 @@ def run_harness(
 
 
 def assert_same_tables(killed: Any, calm: Any) -> None:
-    """Equal table lists, and every table equal row by row, tombstones, ``_commit_ts`` and
-    ``_op`` included."""
+    """Equal table lists, and every table equal row by row, ``_commit_ts`` included; live
+    tables (no ``_op``: a delete deleted its row), but changelog tables (``T__changes``)."""
     assert killed.tables() == calm.tables()
     for key in calm.tables():
-        expected = calm.read(key).sort_by("id").to_pylist()
-        assert killed.read(key).sort_by("id").to_pylist() == expected, key
+        order = ["id", "_commit_ts", "_op"] if key[1].endswith("__changes") else ["id"]
+        expected = calm.read(key).sort_by([(name, "ascending") for name in order])
+        assert ("_op" in expected.column_names) == (len(order) > 1), key
+        actual = killed.read(key).sort_by([(name, "ascending") for name in order])
+        assert actual.to_pylist() == expected.to_pylist(), key
 
 
-def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> None:
+def _harness(
+    checkpoint: str,
+    target_spec: str,
+    batches: str,
+    protocol: str,
+    mode: str = "consistent",
+    changelog_tables: str = "",
+) -> None:
     """``replicate``'s serial apply over prepared micro-batches, a commit file per batch
-    (the protocol's default codec options)."""
+    (the protocol's default codec options), tables with tombstones migrated first."""
     import pyarrow as pa
 
     from ticdc_spark.pipeline.apply import Applier
     from ticdc_spark.pipeline.capabilities import Capabilities
     from ticdc_spark.pipeline.checkpoint import ChangelogLog, StateStore, spark_batches
     from ticdc_spark.pipeline.failpoints import crash_point
+    from ticdc_spark.pipeline.tombstones import migrate_tombstones
     from ticdc_spark.sinks import make_sink
 
     commits = Path(checkpoint) / "spark" / "commits"
@@ -229,9 +249,12 @@ def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> 
     applier = Applier(
         make_sink(target_spec, app_id=store.pipeline_id()),
         store,
+        mode=mode,
         capabilities=Capabilities.of(protocol),
     )
+    applier.sink.changelog_tables = bool(changelog_tables)
     log = ChangelogLog(store.root)
+    migrate_tombstones(applier)
     committed = max(spark_batches(commits.parent, "commits"), default=-1)
     applier.recover(log, committed)
     for path in sorted(Path(batches).glob("*.arrow"))[committed + 1 :]:
@@ -250,4 +273,4 @@ def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> 
 
 
 if __name__ == "__main__":
-    _harness(*sys.argv[1:5])
+    _harness(*sys.argv[1:7])

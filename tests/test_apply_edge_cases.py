@@ -8,68 +8,18 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pytest
 
-from ticdc_spark.model import DDLEvent, DDLType, Watermark
+from changelog_script import NO_KEY, TWO_KEYS, Script, schema_json
+from ticdc_spark.model import DDLType
 from ticdc_spark.pipeline.apply import Applier
-from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.pipeline.planner import Planner
 from ticdc_spark.pipeline.steps import TableChanges
 from ticdc_spark.sinks.base import live
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.sinks.iceberg import IcebergSink
-
-
-def _schema(columns: list[list[str]], pk: list[str]) -> str:
-    return orjson.dumps({"columns": columns, "pk": pk}).decode()
-
-
-ID_V = _schema([["id", "int"], ["v", "varchar(10)"]], ["id"])
-TWO_KEYS = _schema([["a", "int"], ["b", "int"], ["v", "int"]], ["a", "b"])
-NO_KEY = _schema([["a", "int"], ["b", "varchar(10)"]], [])
-
-
-class Script:
-    """A changelog written by hand, message by message, each partition with its own offsets.
-    ``table()`` is everything written so far (applying it again is a replay)."""
-
-    def __init__(self) -> None:
-        self.builder = ChangelogBuilder()
-        self.offsets: dict[int, int] = {}
-
-    def _position(self, partition: int) -> tuple[str, int, int]:
-        offset = self.offsets.get(partition, 0)
-        self.offsets[partition] = offset + 1
-        return "cdc", partition, offset
-
-    def row(self, op: str, ts: int, before: Any, after: Any, p: int = 0, **kw: Any) -> Script:
-        schema, table = kw.get("schema", ID_V), kw.get("table", "t")
-        self.builder.append_row(op, "db", table, ts, before, after, schema, (*self._position(p), 0))
-        return self
-
-    def insert(self, ts: int, image: dict, p: int = 0, **kw: Any) -> Script:
-        return self.row("INSERT", ts, None, image, p, **kw)
-
-    def update(self, ts: int, before: dict, after: dict, p: int = 0, **kw: Any) -> Script:
-        return self.row("UPDATE", ts, before, after, p, **kw)
-
-    def delete(self, ts: int, image: dict, p: int = 0, **kw: Any) -> Script:
-        return self.row("DELETE", ts, image, None, p, **kw)
-
-    def ddl(self, ts: int, sql: str, kind: DDLType, table: str = "t") -> Script:
-        self.builder.add_events([DDLEvent(kind, sql, ts, "db", table)], *self._position(0))
-        return self
-
-    def watermark(self, ts: int, *partitions: int) -> Script:
-        for p in partitions:
-            self.builder.add_events([Watermark(ts)], *self._position(p))
-        return self
-
-    def table(self) -> pa.Table:
-        return pa.Table.from_batches([self.builder.to_batch()])
 
 
 def _sink(kind: str, root: Path) -> Any:
@@ -124,10 +74,12 @@ def test_an_update_of_a_table_without_a_key_is_planned() -> None:
 @pytest.mark.parametrize("kind", ["delta", "iceberg"])
 def test_modify_column_changes_the_column_type(kind: str, tmp_path: Path) -> None:
     """The type comparison compared each column with itself: the table kept INT."""
-    wide = _schema([["id", "int"], ["n", "bigint"]], ["id"])
+    wide = schema_json([["id", "int"], ["n", "bigint"]], ["id"])
     script = Script().ddl(50, "CREATE TABLE `db`.`t` (`id` int PRIMARY KEY, `n` int)",
                           DDLType.CREATE_TABLE)  # fmt: skip
-    script.insert(100, {"id": "1", "n": "1"}, schema=_schema([["id", "int"], ["n", "int"]], ["id"]))
+    script.insert(
+        100, {"id": "1", "n": "1"}, schema=schema_json([["id", "int"], ["n", "int"]], ["id"])
+    )
     script.ddl(200, "ALTER TABLE `db`.`t` MODIFY COLUMN `n` bigint", DDLType.MODIFY_COLUMN)
     script.insert(300, {"id": "2", "n": "3000000000"}, schema=wide)
     applier = _applier(tmp_path, kind)
@@ -141,7 +93,7 @@ def test_an_update_split_in_two_across_partitions_keeps_the_row(mode: str, tmp_p
     """TiCDC splits an update of a unique key into a DELETE and an INSERT of the same row at
     one commit ts; dispatched by that column they reach different partitions.  The INSERT is
     the final state whatever the partition numbers."""
-    unique = _schema([["id", "int"], ["u", "varchar(10)"]], ["id"])
+    unique = schema_json([["id", "int"], ["u", "varchar(10)"]], ["id"])
     script = Script().insert(100, {"id": "1", "u": "x"}, schema=unique).watermark(150, 0, 1)
     applier = _applier(tmp_path, mode=mode)
     applier.apply(script.table(), 0)
@@ -182,7 +134,7 @@ def test_float_with_a_precision_over_24_is_a_double(tmp_path: Path) -> None:
     script = Script().ddl(50, "CREATE TABLE `db`.`t` (`id` int PRIMARY KEY, `f` float(53))",
                           DDLType.CREATE_TABLE)  # fmt: skip
     script.insert(100, {"id": "1", "f": "0.1234567890123"},
-                  schema=_schema([["id", "int"], ["f", "double"]], ["id"]))  # fmt: skip
+                  schema=schema_json([["id", "int"], ["f", "double"]], ["id"]))  # fmt: skip
     applier = _applier(tmp_path)
     applier.apply(script.table(), 0)
     assert _rows(applier) == [{"id": 1, "f": 0.1234567890123}]
@@ -243,7 +195,7 @@ def test_a_late_row_from_before_a_drop_column_does_not_bring_the_column_back(
 ) -> None:
     """Eventual mode: partition 1's DROP COLUMN is applied before partition 0's older row,
     whose schema still has the column; the row must not add it to the table again."""
-    with_c = _schema([["id", "int"], ["v", "varchar(10)"], ["c", "int"]], ["id"])
+    with_c = schema_json([["id", "int"], ["v", "varchar(10)"], ["c", "int"]], ["id"])
     create = "CREATE TABLE `db`.`t` (`id` int PRIMARY KEY, `v` varchar(10), `c` int)"
     drop = "ALTER TABLE `db`.`t` DROP COLUMN `c`"
     script = Script().ddl(50, create, DDLType.CREATE_TABLE)
@@ -287,7 +239,7 @@ def test_adding_columns_and_indexes_does_not_rewrite_the_table(
         original(self, schema, *args)
 
     monkeypatch.setattr(type(applier.sink), "rewrite", counted)
-    small = _schema([["id", "int"], ["v", "varchar(10)"], ["s", "tinyint"]], ["id"])
+    small = schema_json([["id", "int"], ["v", "varchar(10)"], ["s", "tinyint"]], ["id"])
     script = Script().ddl(50, "CREATE TABLE `db`.`t` (`id` int PRIMARY KEY, `v` varchar(10), "
                           "`s` tinyint)", DDLType.CREATE_TABLE)  # fmt: skip
     script.insert(100, {"id": "1", "v": "a", "s": "1"}, schema=small)

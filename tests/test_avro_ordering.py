@@ -58,23 +58,27 @@ def messages(options: dict[str, str], rows: list[RowChange]) -> list[Message]:
 def apply(options: dict[str, str], batches: list[list[Message]]) -> list[dict[int, str]]:
     """The table after each batch, planned in eventual mode with the state carried over
     (and saved and loaded between batches, as the pipeline does), each change kept as the
-    sinks keep it (DeltaSink.merge): over an older commit ts (here: place), or at the same
-    one over a delete."""
-    stored: dict[int, tuple[int, str, str | None]] = {}  # id -> (commit ts, op, v)
+    live sinks keep it (DeltaSink.merge): only over an older commit ts (here: place), a
+    delete deleting the row, a change writing a row the table lacks."""
+    stored: dict[int, tuple[int, str | None]] = {}  # id -> (commit ts, v)
     states, state = [], ConsumerState()
     for batch in batches:
         plan = Planner("eventual", state, capabilities=BY_POSITION).plan(
             changelog(batch, "avro", options)
         )
+        assert state.guards.count() == 0  # (rows placed by position keep none)
         for step in plan.steps:
             assert isinstance(step, TableChanges)
             for change in step.rows.to_pylist():
                 image, at = dict(change["image"]), change["commit_ts"]
-                old = stored.get(int(image["id"]))
-                newer = old is None or at > old[0]
-                if newer or (at == old[0] and old[1] == "delete" != change["op"]):  # type: ignore[index]
-                    stored[int(image["id"])] = (at, change["op"], image.get("v"))
-        states.append({k: v for k, (_, op, v) in stored.items() if op != "delete"})
+                key, old = int(image["id"]), stored.get(int(image["id"]))
+                if old is not None and at <= old[0]:
+                    continue
+                if change["op"] == "delete":
+                    stored.pop(key, None)
+                else:
+                    stored[key] = (at, image.get("v"))
+        states.append({k: v for k, (_, v) in stored.items()})
         state = ConsumerState.from_json(state.to_json())
     return states  # type: ignore[return-value]
 

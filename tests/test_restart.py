@@ -5,7 +5,7 @@ The pipeline runs in a subprocess and dies for real (``os._exit`` at a named poi
 moment), then starts again with the next kill point, and once more with none.  The stream
 (:func:`restart_helpers.stream`) holds rows held for the watermark, a table rewrite, a
 RENAME TABLE, a DROP TABLE and a table created again.  Tables are compared row by row,
-tombstones, ``_commit_ts`` and ``_op`` included.
+``_commit_ts`` included (live tables: deleted rows gone, no ``_op``).
 
 Two chains per sink: the sink-side points through the harness (the pipeline's apply path
 without Spark, fast to start), with a consumer-state file deleted and another corrupted

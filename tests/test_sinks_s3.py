@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from test_apply_edge_cases import Script
+from changelog_script import Script
 from ticdc_spark.model import DDLType
 from ticdc_spark.pipeline.apply import Applier
 from ticdc_spark.pipeline.checkpoint import StateStore
@@ -85,7 +85,7 @@ _APPLY = textwrap.dedent(
     """
     import sys, orjson, pyarrow as pa
     from ticdc_spark.pipeline.apply import Applier
-from ticdc_spark.pipeline.checkpoint import StateStore
+    from ticdc_spark.pipeline.checkpoint import StateStore
     from ticdc_spark.sinks.delta import DeltaSink
     from ticdc_spark.storage import StorageOptions
     root, values, checkpoint, batch = sys.argv[1:5]

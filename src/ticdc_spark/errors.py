@@ -143,6 +143,11 @@ class HeldRowsExceeded(ConfigError):
     (``--max-held-rows``): its message names the partitions furthest behind."""
 
 
+class GuardsExceeded(ConfigError):
+    """More guards kept (deletes remembered against late older changes) than the pipeline's
+    bound (``--max-guards``): its message names why they are kept."""
+
+
 CHECKPOINT_WAY_OUT = (
     "Restore the file(s) from a backup of the checkpoint directory, or replicate again from "
     "the start: a new checkpoint directory and an empty target (the tables hold step versions "

@@ -30,6 +30,7 @@ def add_replicate(commands: Any) -> None:
     _codec_source_arguments(parser)
     _error_arguments(parser)
     _resource_arguments(parser)
+    _table_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     filter_argument(parser)
     _storage_argument(parser)
@@ -169,6 +170,33 @@ def _resource_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _table_arguments(parser: argparse.ArgumentParser) -> None:
+    """What the tables keep, and what is kept against late changes."""
+    parser.add_argument(
+        "--changelog-tables",
+        action="store_true",
+        help="beside each table T, an append-only table T__changes of every change applied "
+        "(its op and commit ts): for readers who want the deletes",
+    )
+    parser.add_argument(
+        "--guard-retention",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="on a stream whose partitions carry no watermarks (eventual mode), how long in "
+        "commit time a delete is remembered so that an older change arriving late cannot "
+        "bring its row back (default 86400: TiCDC's default gc-ttl)",
+    )
+    parser.add_argument(
+        "--max-guards",
+        type=int,
+        default=None,
+        metavar="N",
+        help="deletes remembered against late older changes at most; past it the job stops "
+        "(default 2000000)",
+    )
+
+
 def _run_replicate(args: argparse.Namespace) -> int:
     """apply TiCDC topics to Delta Lake or Iceberg tables, exactly once
 
@@ -226,9 +254,14 @@ def _replicate_config(args: argparse.Namespace) -> tuple[Any, str]:
         table_filter=tuple(args.filter),
         kafka_source=args.kafka_source,
         storage=_storage(args),
+        changelog_tables=args.changelog_tables,
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
+    if args.guard_retention is not None:
+        config.guard_retention = args.guard_retention
+    if args.max_guards is not None:
+        config.max_guards = args.max_guards
     return config, f"eventual mode: {why}" if why else ""
 
 

@@ -23,7 +23,7 @@ from ticdc_spark.pipeline.capabilities import Capabilities
 from ticdc_spark.pipeline.checkpoint import ChangelogLog, StateStore
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, set_batch
-from ticdc_spark.pipeline.ordering import MAX_HELD_ROWS
+from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
 from ticdc_spark.pipeline.planner import Planner
 from ticdc_spark.pipeline.policy import Mode, OnError
 from ticdc_spark.pipeline.steps import DDLStep, Step, TableChanges
@@ -46,6 +46,7 @@ class BatchReport:
     held: int = 0
     awaiting_schema: int = 0  # of the held rows, those waiting for their schema (Simple)
     replays: int = 0
+    guarded: int = 0  # changes dropped as older than a delete already applied (guards)
     ddl: int = 0
     dead_letters: int = 0
     watermark: int = 0
@@ -68,7 +69,8 @@ class BatchReport:
         return (
             f"batch {self.batch}: {self.rows_in} rows in, {self.rows_applied} applied "
             f"({rate:,.0f} rows/s), {self.held} held{waiting}, {self.ddl} DDL, "
-            f"{self.replays} replays dropped, {self.dead_letters} dead letters{skipped}{lag}"
+            f"{self.replays} replays dropped, {self.guarded} older than a delete dropped, "
+            f"{self.dead_letters} dead letters{skipped}{lag}"
         )
 
 
@@ -87,6 +89,8 @@ class Applier:
         track_commits: bool = False,
         capabilities: Capabilities | None = None,
         max_held_rows: int = MAX_HELD_ROWS,
+        guard_retention: float = GUARD_RETENTION_SECONDS,
+        max_guards: int = MAX_GUARDS,
     ) -> None:
         self.sink = sink
         self.store = store
@@ -97,6 +101,7 @@ class Applier:
         self.track_commits = track_commits  # keep applied commit ts (latency measurements)
         self.capabilities = capabilities or Capabilities()
         self.max_held_rows = max_held_rows  # (see pipeline.ordering.check_held)
+        self.guard_retention, self.max_guards = guard_retention, max_guards  # (check_guards)
         self.reports: list[BatchReport] = []
 
     def apply(self, changelog: pa.Table, batch: int) -> BatchReport:
@@ -109,6 +114,8 @@ class Applier:
             self.partitions,
             capabilities=self.capabilities,
             max_held_rows=self.max_held_rows,
+            guard_retention=self.guard_retention,
+            max_guards=self.max_guards,
         )
         plan = planner.plan(changelog)
         report = BatchReport(
@@ -117,6 +124,7 @@ class Applier:
             held=plan.held,
             awaiting_schema=plan.awaiting_schema,
             replays=plan.replays,
+            guarded=plan.guarded,
             watermark=plan.watermark,
         )
         dead = [plan.dead_letters]

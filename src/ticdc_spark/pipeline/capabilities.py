@@ -86,6 +86,17 @@ class Capabilities:
         """Whether rows are placed by their partition position (rows without a commit ts)."""
         return not self.commit_ts
 
+    @property
+    def keeps_guards(self) -> bool:
+        """Whether changes are screened by guards (:mod:`ticdc_spark.pipeline.guards`).  Not
+        where rows are placed by their partition position: a place only grows along a
+        partition, and a key's changes all come from one partition, so a change placed after
+        a delete is placed above it and no guard could stop it; TiCDC's re-sends replay a
+        key's history in order at higher places (the delete after the change it re-sends),
+        and a replay of the source is dropped by its offset.  (Places are no commit time
+        either, which a retention would count in.)"""
+        return not self.place_by_position
+
     def default_mode(self) -> Mode:
         """Consistent, or eventual for a protocol that carries no watermarks."""
         return Mode.CONSISTENT if self.watermarks else Mode.EVENTUAL

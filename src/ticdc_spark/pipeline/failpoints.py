@@ -10,9 +10,12 @@ batch, ``NTH`` the n-th time the point is reached in that batch (default the fir
 Points, in the order a micro-batch reaches them:
 
 ===================  ===========================================================================
+``tombstones``       at start, a table with tombstones (pipeline.tombstones): its guards saved,
+                     the tombstones not yet deleted; ``NTH`` counts the tables
 ``offsets-written``  ``foreachBatch`` entered: Spark has written the batch's offsets file
 ``decoded``          the micro-batch read and decoded (collected to the driver)
 ``logged``           its changelog written to ``CHECKPOINT/ticdc/wal``
+``changes``          a row step merged, its changelog table (``--changelog-tables``) not appended
 ``step``             a plan step (merge or DDL) applied; ``NTH`` counts the steps of the batch
 ``rewrite``          a table rewrite: the new data written, the old table still in place
 ``rewrite-swap``     Iceberg rewrite: the old table purged, the new one not yet renamed in

@@ -21,7 +21,7 @@ from ticdc_spark.pipeline.changelog import DELETE, INSERT, UPDATE
 from ticdc_spark.pipeline.dead_letters import dead_letters
 from ticdc_spark.pipeline.steps import OP_DELETE, OP_INSERT, OP_UPDATE
 
-__all__ = ["final_changes"]
+__all__ = ["final_changes", "key_names"]
 
 _KEY_ONLY = (
     "only the handle-key columns were sent (a large message); the full row must be read "
@@ -44,6 +44,11 @@ def final_changes(rows: pa.Table, schema: TableSchema) -> tuple[pa.Table, pa.Tab
     position = entries.winners()
     final = _final(rows, entries.source[position], entries.use_before[position])
     return final, dead_letters(rows.filter(pa.array(bad)), _KEY_ONLY) if bad.any() else None
+
+
+def key_names(schema: TableSchema) -> tuple[str, ...]:
+    """The columns a table's keys are made of: its handle key, or all of them."""
+    return tuple(schema.handle_key) or schema.column_names
 
 
 class _Entries(NamedTuple):
@@ -80,7 +85,7 @@ def _entries(
     deletes go first, see pipeline.barriers: a transaction moving key 1 to 2 and key 0 to 1
     leaves key 1 whatever the order its two updates arrive in).
     """
-    key_columns = list(schema.handle_key) or list(schema.column_names)
+    key_columns = key_names(schema)
     # (whole arrays: a table's columns are chunked, and moved keys are concatenated below)
     before = [whole(pc.map_lookup(rows["before"], k, "first")) for k in key_columns]
     after = [whole(pc.map_lookup(rows["after"], k, "first")) for k in key_columns]

@@ -22,6 +22,9 @@
   one key all go to one partition (TiCDC dispatches by key), so each key's changes apply in
   the order they were written; a record at or below the last offset consumed of its
   partition is a replay of the source and is dropped.
+* **Guards** (:mod:`~ticdc_spark.pipeline.guards`) are needed only while a change older than
+  them can still be released: :func:`guard_floor` says up to where they are not, and
+  :func:`check_guards` bounds how many are kept.
 """
 
 from __future__ import annotations
@@ -30,15 +33,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ticdc_spark.errors import ConfigError, HeldRowsExceeded
+from ticdc_spark.errors import ConfigError, GuardsExceeded, HeldRowsExceeded
 from ticdc_spark.pipeline.changelog import DDL, ROW, WATERMARK
 from ticdc_spark.pipeline.policy import Mode
 from ticdc_spark.pipeline.state import ConsumerState, PartitionTable
 
 __all__ = [
+    "GUARD_RETENTION_SECONDS",
+    "MAX_GUARDS",
     "MAX_HELD_ROWS",
+    "check_guards",
     "check_held",
     "drop_replays",
+    "guard_floor",
     "learn_watermarks",
     "place_by_position",
     "release_bound",
@@ -49,7 +56,22 @@ __all__ = [
 # check_held) instead of letting memory grow with a stalled partition.
 MAX_HELD_ROWS = 1_000_000
 
+# Guards live in the driver's memory and in the checkpoint, rewritten with each micro-batch
+# that changes them: about 53 bytes each with an integer key, so 2,000,000 make a file of
+# about 100 MiB, saved in about 0.2 s (benchmarks/guards_bench.py: 1,000,000 in 0.09 s).
+# Past this many the batch stops (see check_guards).  Only a stream without watermarks
+# keeps them for long.
+MAX_GUARDS = 2_000_000
+
+# Without watermarks, how long (in commit-ts time) a guard is kept: a late change older than
+# a delete comes from TiCDC re-sending after a restart, from its checkpoint, and a changefeed
+# stopped for longer than its gc-ttl (TiCDC's default: 24 h) cannot resume (TiDB may have
+# garbage-collected the versions it would read), so its re-sends start at most about that
+# far behind the newest change it sent.
+GUARD_RETENTION_SECONDS = 24 * 3600
+
 _EVERYTHING = 2**63 - 1
+_LOGICAL_BITS = 18  # (a TSO's physical part, in ms, is shifted by these)
 
 
 def drop_replays(state: ConsumerState, batch: pa.Table) -> tuple[pa.Table, int]:
@@ -177,4 +199,48 @@ def check_held(
         "write to) holds every other row back in consistent mode: check the changefeed, "
         "replicate with --mode eventual, or raise --max-held-rows (the held rows live in "
         "the driver's memory)"
+    )
+
+
+def guard_floor(state: ConsumerState, mode: Mode, retention_seconds: float) -> int:
+    """The commit ts at or below which a guard is no longer needed (docs/pipeline.md,
+    "Consistency"): no change older than it can be released any more.
+
+    A change arriving later whose commit ts is below its partition's watermark is a replay
+    and dropped (:func:`drop_replays`), so once every partition's watermark is at or past a
+    guard, every change the guard would stop is dropped anyway (a guard stops only changes
+    strictly older than it).  Rows held in the state were admitted already, so the guards
+    above the oldest of them stay.  In eventual mode on a stream where a partition carries
+    no watermarks, the guards are kept ``retention_seconds`` of commit time behind the
+    newest change released."""
+    watermark = state.global_watermark(state.partitions)
+    floor = watermark
+    if watermark == 0 and mode == Mode.EVENTUAL:
+        floor = state.applied_ts - (int(retention_seconds * 1000) << _LOGICAL_BITS)
+    if state.held is not None and state.held.num_rows:
+        floor = min(floor, int(pc.min(state.held["commit_ts"]).as_py()))
+    return floor
+
+
+def check_guards(
+    state: ConsumerState, mode: Mode, floor: int, retention_seconds: float, most: int
+) -> None:
+    """Stop, naming why, when more guards are kept than ``most`` (``max_guards``).  Raised
+    before anything of the batch is applied or saved, as :func:`check_held` is."""
+    count = state.guards.count()
+    if count <= most:
+        return
+    marks = state.watermarks
+    silent = sorted(p for p in state.partitions if not marks.get(p))[:3]
+    why = f"they are newer than commit ts {floor}, below which no older change can come"
+    if silent and mode == Mode.EVENTUAL:
+        why = (
+            f"partitions without watermarks ({', '.join(silent)}) keep them for "
+            f"--guard-retention ({retention_seconds:g} s of commit time)"
+        )
+    raise GuardsExceeded(
+        f"{count} guards (deletes remembered so that older changes arriving late cannot "
+        f"bring their rows back) are kept, more than the bound of {most} (--max-guards): "
+        f"{why}. Replicate a stream that carries watermarks, lower --guard-retention, or "
+        "raise --max-guards (guards live in the driver's memory and the checkpoint)"
     )

@@ -12,9 +12,10 @@ Per micro-batch the :class:`Planner` takes changelog rows (see
 * :mod:`~ticdc_spark.pipeline.catalog` and :mod:`~ticdc_spark.pipeline.schemas`: the table
   catalog, from DDL statements and from the schemas rows carry;
 * :mod:`~ticdc_spark.pipeline.last_change`: the last change per key of each segment;
+* :mod:`~ticdc_spark.pipeline.guards`: changes older than a delete already applied dropped;
 * :mod:`~ticdc_spark.pipeline.dead_letters`: rows that cannot be applied.
 
-All it remembers (watermarks, held rows, catalog, floors) is the
+All it remembers (watermarks, held rows, catalog, floors, guards) is the
 :class:`~ticdc_spark.pipeline.state.ConsumerState`, saved with each batch so a restart
 resumes exactly.  Planning works on the narrow columns; the row images (the wide, costly
 part) are gathered once, for the rows each step applies and the rows held back.
@@ -23,6 +24,7 @@ part) are gathered once, for the rows each step applies and the rows held back.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -35,12 +37,15 @@ from ticdc_spark.pipeline.capabilities import Capabilities
 from ticdc_spark.pipeline.catalog import ddl_step
 from ticdc_spark.pipeline.changelog import BOOTSTRAP, DDL, ERROR, ROW
 from ticdc_spark.pipeline.dead_letters import dead_letters
-from ticdc_spark.pipeline.last_change import final_changes
-from ticdc_spark.pipeline.ordering import MAX_HELD_ROWS
+from ticdc_spark.pipeline.last_change import final_changes, key_names
+from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
 from ticdc_spark.pipeline.policy import Mode
 from ticdc_spark.pipeline.schemas import SCHEMA_ID, RowSchemas, SchemaNumbers
 from ticdc_spark.pipeline.state import ConsumerState
 from ticdc_spark.pipeline.steps import DDLStep, Plan, TableChanges, TableKey
+
+if TYPE_CHECKING:
+    from ticdc_spark.model import TableSchema
 
 __all__ = ["Planner"]
 
@@ -59,10 +64,14 @@ class Planner:
         *,
         capabilities: Capabilities | None = None,
         max_held_rows: int = MAX_HELD_ROWS,
+        guard_retention: float = GUARD_RETENTION_SECONDS,
+        max_guards: int = MAX_GUARDS,
     ) -> None:
         self.mode = Mode.parse(mode)
         self.capabilities = capabilities or Capabilities()
         self.max_held_rows = max_held_rows
+        self.guard_retention, self.max_guards = guard_retention, max_guards
+        self._guard_floor = 0  # (this batch's: see _collect_guards)
         self.state = state or ConsumerState()
         self.state.partitions |= set(partitions)
         self._numbers = SchemaNumbers()
@@ -83,12 +92,14 @@ class Planner:
         pending = concat_tables(held, batch.filter(pc.is_in(batch["kind"], _PENDING_KINDS)))
         pending, awaiting, unfit = self._finish_wire_rows(pending, news)
         ready = self._release(pending, awaiting, plan)
-        unusable = self._segments(ready, plan)
-        plan.dead_letters = concat([dead_letters(concat([errors, unfit])), unusable])
         if ready.num_rows:
             self.state.applied_ts = max(
                 self.state.applied_ts, int(pc.max(ready["commit_ts"]).as_py() or 0)
             )
+        self._guard_floor = ordering.guard_floor(self.state, self.mode, self.guard_retention)
+        unusable = self._segments(ready, plan)
+        plan.dead_letters = concat([dead_letters(concat([errors, unfit])), unusable])
+        self._collect_guards()
         return plan
 
     def _take(self, changelog: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -237,10 +248,33 @@ class Planner:
                     continue
                 schema = self._schemas.table_schema(key, run)
                 changes, bad = final_changes(self._with_images(run), schema)
+                changes = self._guarded(key, schema, changes, plan)
                 unusable.append(bad)
                 if changes.num_rows:
                     plan.steps.append(TableChanges(database, table, schema, changes))
         return concat(unusable)
+
+    # -- guards ---------------------------------------------------------------------------
+
+    def _guarded(
+        self, key: TableKey, schema: TableSchema, changes: pa.Table, plan: Plan
+    ) -> pa.Table:
+        """A table step's changes without those older than a delete already applied."""
+        if not self.capabilities.keeps_guards:
+            return changes
+        guards = self.state.guards
+        changes, dropped = guards.screen(key, key_names(schema), changes, self._guard_floor)
+        plan.guarded += dropped
+        return changes
+
+    def _collect_guards(self) -> None:
+        """Forget the guards no older change can need any more; stop past the bound."""
+        if not self.capabilities.keeps_guards:
+            return
+        self.state.guards.collect(self._guard_floor, self.state.floors)
+        ordering.check_guards(
+            self.state, self.mode, self._guard_floor, self.guard_retention, self.max_guards
+        )
 
     def _above_floor(self, key: TableKey, rows: pa.Table) -> pa.Table:
         """A table's rows newer than its floor (its last TRUNCATE or DROP)."""

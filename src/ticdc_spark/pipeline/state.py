@@ -2,7 +2,8 @@
 
 Saved with each micro-batch (:class:`~ticdc_spark.pipeline.checkpoint.StateStore`) so that a
 restart resumes exactly: watermarks, the rows held for a later batch, the table catalog, the
-floors below which a table's changes are void, the DDLs already applied, and what the
+floors below which a table's changes are void, the DDLs already applied, the guards against
+late changes older than a delete (:mod:`~ticdc_spark.pipeline.guards`), and what the
 ordering of rows without a commit ts and the schemas rows carry need to go on.
 """
 
@@ -22,6 +23,7 @@ from ticdc_spark.model import (
     TableSchema,
     schema_from_json,
 )
+from ticdc_spark.pipeline.guards import Guards
 from ticdc_spark.pipeline.steps import TableKey
 from ticdc_spark.types import parse_column_type
 
@@ -62,6 +64,8 @@ class ConsumerState:
     # brought as the table's new schema, that DDL's commit ts (see wire_rows.forget_versions)
     versions: dict[SchemaVersion, str] = field(default_factory=dict)
     versions_since: dict[SchemaVersion, int] = field(default_factory=dict)
+    # per table and key, the newest delete applied while older changes may still arrive
+    guards: Guards = field(default_factory=Guards)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -85,6 +89,7 @@ class ConsumerState:
                 "schema_ts": [[db, t, ts] for (db, t), ts in self.schema_ts.items()],
                 # how many rows the held file beside it must hold (a lost file is noticed)
                 "held_rows": 0 if self.held is None else self.held.num_rows,
+                "guards": self.guards.count(),  # (likewise, of the guards file)
                 "positions": [[p, db, t, v] for (p, db, t), v in self.positions.items()],
                 "position_offsets": self.position_offsets,
                 "placed_by_order": sorted(self.placed_by_order),
@@ -99,7 +104,9 @@ class ConsumerState:
         )
 
     @classmethod
-    def from_json(cls, data: bytes, held: pa.Table | None = None) -> ConsumerState:
+    def from_json(
+        cls, data: bytes, held: pa.Table | None = None, guards: Guards | None = None
+    ) -> ConsumerState:
         obj = orjson.loads(data)
         return cls(
             watermarks={str(k): int(v) for k, v in obj["watermarks"].items()},
@@ -125,6 +132,7 @@ class ConsumerState:
             versions_since={
                 (db, t, int(v)): int(ts) for db, t, v, ts in obj.get("versions_since", [])
             },
+            guards=guards or Guards(),
         )
 
 

@@ -29,7 +29,7 @@ __all__ = [
 
 TableKey = tuple[str, str]  # (database, table)
 
-# The ``op`` of a planned change, which a target table keeps as its ``_op`` column.  (Lower
+# The ``op`` of a planned change: a merge's ``_op`` column, and a changelog table's.  (Lower
 # case: the changelog's own ops, pipeline.changelog.INSERT ..., are upper case.)
 OP_INSERT: Final = "insert"
 OP_UPDATE: Final = "update"
@@ -80,6 +80,7 @@ class Plan:
     rows_in: int = 0
     rows_released: int = 0
     replays: int = 0
+    guarded: int = 0  # changes dropped as older than a delete already applied (guards)
     held: int = 0
     awaiting_schema: int = 0  # of the held rows, those still waiting for their schema
     watermark: int = 0

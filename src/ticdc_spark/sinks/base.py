@@ -3,9 +3,25 @@
 A sink applies the steps a :class:`~ticdc_spark.pipeline.steps.Plan` lists: merges of one table's
 final changes and DDLs.  Each step carries a *version* (batch id and step number) that the
 sink records atomically with the change, so a step replayed after a crash is recognised and
-skipped; merges are also guarded by commit ts (a change applies only if it is newer than
-the row, and deletes leave tombstone rows, ``_op = 'delete'``, so older changes cannot bring
-a row back).  Readers see live rows with ``_op <> 'delete'``.
+skipped.  Tables are *live*: they hold upstream's live rows, each with the ``_commit_ts`` of
+the change that wrote it, and nothing else.  A merge applies a change only over an older row
+(``_commit_ts`` strictly lower): a delete deletes the row, an insert or update writes it.
+What keeps a late change older than a delete from bringing the deleted row back lives apart
+from the tables, in the consumer state (:mod:`ticdc_spark.pipeline.guards`).
+
+**Changelog tables** (``changelog_tables``, ``replicate --changelog-tables``): beside each
+table ``T`` an append-only table ``T__changes`` (:data:`CHANGES_SUFFIX`) gets every change of
+each row step: the table's columns (a delete's before image), ``_commit_ts`` and ``_op``
+(``insert``/``update``/``delete``), appended with the step's version as the table's own
+commits are (a replayed step appends nothing twice).  It follows its table's DDLs (columns,
+renames, drops; a TRUNCATE deletes nothing from it) and is marked as a changelog by its
+comment (:data:`CHANGELOG_COMMENT`: Delta's table description, Iceberg's ``comment``
+property).  docs/pipeline.md "Changelog tables" describes the layout for every engine.
+
+**Tables with tombstones**, written by versions before live tables (a delete left its row
+with ``_op = 'delete'``), are migrated once at the pipeline's start
+(:mod:`ticdc_spark.pipeline.tombstones`) through :meth:`TableSink.tombstones` and
+:meth:`TableSink.drop_tombstones`.
 """
 
 from __future__ import annotations
@@ -13,13 +29,15 @@ from __future__ import annotations
 import abc
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Column, DDLType, DefaultExpression, TableSchema
+from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, DDLStep, TableChanges, TableKey
 from ticdc_spark.sinks.convert import (
     COMMIT_TS,
@@ -31,9 +49,44 @@ from ticdc_spark.sinks.convert import (
 from ticdc_spark.storage import StorageOptions
 from ticdc_spark.types import Family
 
-__all__ = ["StepResult", "TableKey", "TableSink", "carried_columns", "live"]
+__all__ = [
+    "CHANGELOG_COMMENT",
+    "CHANGES_SUFFIX",
+    "StepResult",
+    "TableKey",
+    "TableSink",
+    "carried_columns",
+    "changes_key",
+    "live",
+]
 
 log = logging.getLogger(__name__)
+
+# A changelog table is its table's name plus this, and its comment starts with the other
+# (what tells it from a table of an earlier version, which has ``_op`` too).
+CHANGES_SUFFIX: Final = "__changes"
+CHANGELOG_COMMENT: Final = "ticdc-spark changelog of TiDB table "
+
+
+def changes_key(key: TableKey) -> TableKey:
+    """The changelog table of a table."""
+    return key[0], key[1] + CHANGES_SUFFIX
+
+
+def _changes_schema(schema: TableSchema) -> TableSchema:
+    return replace(schema, table=schema.table + CHANGES_SUFFIX)
+
+
+def _changes_step(step: DDLStep) -> DDLStep:
+    """A DDL as it applies to the changelog tables of the tables it concerns."""
+    return replace(
+        step,
+        table=step.table + CHANGES_SUFFIX,
+        before=None if step.before is None else _changes_schema(step.before),
+        after=None if step.after is None else _changes_schema(step.after),
+        renamed_to=None if step.renamed_to is None else changes_key(step.renamed_to),
+        dropped=tuple(changes_key(k) for k in step.dropped),
+    )
 
 
 @dataclass
@@ -47,9 +100,12 @@ class StepResult:
 
 
 def live(rows: pa.Table) -> pa.Table:
-    """Drop tombstones and the bookkeeping columns: the table as upstream has it."""
+    """The table as upstream has it: the bookkeeping columns dropped (and the tombstones of
+    a table an earlier version wrote, with ``_op``, until it is migrated)."""
     if rows is None:
         return rows
+    if OP not in rows.column_names:  # a live table
+        return rows.drop_columns([COMMIT_TS])
     kept = rows.filter(pc.not_equal(rows[OP], OP_DELETE))
     return kept.drop_columns([COMMIT_TS, OP])
 
@@ -126,6 +182,7 @@ class TableSink(abc.ABC):
         # made through it.  Changes made around the open table (writes by path, catalog
         # renames, drops) must forget the entries they touch.
         self._open: dict[TableKey, Any] = {}
+        self.changelog_tables = False  # write T__changes beside each table T (module doc)
 
     def _table(self, key: TableKey) -> Any:
         """The open table of ``key``, opened on first use."""
@@ -191,22 +248,80 @@ class TableSink(abc.ABC):
     def read(self, key: TableKey) -> pa.Table: ...
 
     @abc.abstractmethod
+    def append(self, key: TableKey, rows: pa.Table, version: int) -> None:
+        """Append ``rows`` (in the table's stored schema) and record ``version``, in one
+        commit: a changelog table's changes of one step."""
+
+    @abc.abstractmethod
+    def tombstones(self, key: TableKey) -> pa.Table | None:
+        """The tombstones of a table an earlier version wrote (its rows with ``_op =
+        'delete'``): every column of the table as the changelog's text
+        (:func:`~ticdc_spark.sinks.convert.changelog_texts` of the stored values), the
+        table's handle key among them, and ``_commit_ts``; a table of zero rows when it has
+        ``_op`` but no tombstone.  None for a table without ``_op`` (a live table) and for a
+        changelog table (marked by its comment, :data:`CHANGELOG_COMMENT`)."""
+
+    @abc.abstractmethod
+    def drop_tombstones(self, key: TableKey) -> None:
+        """Delete a table's tombstones and drop its ``_op`` column, keeping its step
+        version; atomic, or each part idempotent (a start killed midway runs it again on
+        the same table, whose :meth:`tombstones` is then empty or None)."""
+
+    @abc.abstractmethod
     def tables(self) -> list[TableKey]: ...
 
     # -- steps ----------------------------------------------------------------------------
 
     def apply_rows(self, step: TableChanges, version: int) -> StepResult:
-        """Merge one table's final changes (skipped if this version was applied)."""
+        """Merge one table's final changes (skipped if this version was applied), and
+        append them to its changelog table when there is one."""
         key = (step.database, step.table)
+        self._refuse_changelog_name(key)
         if self.exists(key) and self.applied_version(key) >= version:
             # A replay (the batch's apply was cut short): nothing to merge, and the table is
             # left as later steps made it; but the step's dead letters are found again, since
             # the cut may have come before they were written (and --on-error stop must stop).
-            return self.replayed(step)
-        self.ensure_table(step.schema)
-        rows, dead = typed_rows(step.schema, step.rows)
-        details = self.merge(step.schema, rows, version) if rows.num_rows else {}
-        return StepResult(rows=rows.num_rows, dead_letters=dead, details=details)
+            result = self.replayed(step)
+        else:
+            self.ensure_table(step.schema)
+            rows, dead = typed_rows(step.schema, step.rows)
+            details = self.merge(step.schema, rows, version) if rows.num_rows else {}
+            result = StepResult(rows=rows.num_rows, dead_letters=dead, details=details)
+        if self.changelog_tables:
+            self._append_changes(step, version)
+        return result
+
+    def _append_changes(self, step: TableChanges, version: int) -> None:
+        """Append a step's changes to its table's changelog table, unless it has them (a
+        replay: the changelog table holds the step's version)."""
+        key = changes_key((step.database, step.table))
+        if self.exists(key) and self.applied_version(key) >= version:
+            return
+        crash_point("changes")
+        self.ensure_table(_changes_schema(step.schema))
+        rows = typed_rows(step.schema, step.rows)[0]
+        if rows.num_rows:
+            self.append(key, rows.cast(self.stored_schema(_changes_schema(step.schema))), version)
+
+    def _refuse_changelog_name(self, *keys: TableKey) -> None:
+        """Stop on an upstream table named as a changelog table would be."""
+        for key in keys:
+            if self.is_changelog(key):
+                raise ConfigError(
+                    f"the upstream table {key[0]}.{key[1]} has the name of a changelog table "
+                    f"(--changelog-tables writes T{CHANGES_SUFFIX} beside each table T): "
+                    "replicate without --changelog-tables, or filter that table out"
+                )
+
+    def is_changelog(self, key: TableKey) -> bool:
+        """Whether ``key`` names a changelog table this sink writes."""
+        return self.changelog_tables and key[1].endswith(CHANGES_SUFFIX)
+
+    def table_comment(self, schema: TableSchema) -> str:
+        """The comment a new table gets: a changelog table's marks it as one."""
+        if self.is_changelog((schema.database, schema.table)):
+            return f"{CHANGELOG_COMMENT}{schema.database}.{schema.table[: -len(CHANGES_SUFFIX)]}"
+        return f"TiDB {schema.qualified_name}"
 
     def replayed(self, step: TableChanges) -> StepResult:
         """The result of a row step an earlier attempt of its batch applied."""
@@ -218,11 +333,12 @@ class TableSink(abc.ABC):
         if not self.exists(key):
             self.create(schema)
             return
-        self._add_missing(key, self.arrow_schema(key), table_arrow_schema(schema))
+        self._add_missing(key, self.arrow_schema(key), self.stored_schema(schema))
 
     def stored_schema(self, schema: TableSchema) -> pa.Schema:
-        """The Arrow schema this format stores a table of ``schema`` as."""
-        return table_arrow_schema(schema)
+        """The Arrow schema this format stores a table of ``schema`` as (a changelog
+        table's with ``_op``)."""
+        return table_arrow_schema(schema, op=self.is_changelog((schema.database, schema.table)))
 
     def _add_missing(self, key: TableKey, current: pa.Schema, target: pa.Schema) -> None:
         missing = [f for f in target if current.get_field_index(f.name) < 0]
@@ -230,7 +346,17 @@ class TableSink(abc.ABC):
             self.add_columns(key, missing)
 
     def apply_ddl(self, step: DDLStep, version: int) -> StepResult:
-        """Apply a DDL; every branch is a no-op when it finds the change already made."""
+        """Apply a DDL to its table, and to their changelog tables; every branch is a no-op
+        when it finds the change already made."""
+        self._refuse_changelog_name((step.database, step.table), *step.dropped)
+        if step.renamed_to is not None:
+            self._refuse_changelog_name(step.renamed_to)
+        result = self._apply_ddl(step, version)
+        if self.changelog_tables and step.ddl_type is not DDLType.TRUNCATE_TABLE:
+            self._apply_ddl(_changes_step(step), version)  # (a changelog keeps its rows)
+        return result
+
+    def _apply_ddl(self, step: DDLStep, version: int) -> StepResult:
         key = (step.database, step.table)
         action = step.ddl_type
         if step.dropped:

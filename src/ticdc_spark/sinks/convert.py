@@ -43,7 +43,14 @@ from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.dead_letters import dead_letters
 from ticdc_spark.types import ColumnType, Family, ZeroDate, parse_date, parse_datetime
 
-__all__ = ["COMMIT_TS", "OP", "arrow_type", "table_arrow_schema", "typed_rows"]
+__all__ = [
+    "COMMIT_TS",
+    "OP",
+    "arrow_type",
+    "changelog_texts",
+    "table_arrow_schema",
+    "typed_rows",
+]
 
 # A text-to-Arrow conversion of one column family: (column type, text, Arrow type) -> array.
 Converter = Callable[[ColumnType, pa.Array, pa.DataType], pa.Array]
@@ -95,26 +102,31 @@ _INTEGER_TYPES: dict[tuple[str, bool], pa.DataType] = {
 }
 
 
-def table_arrow_schema(schema: TableSchema) -> pa.Schema:
-    """The Arrow schema of a target table: the columns, then ``_commit_ts`` and ``_op``."""
+def table_arrow_schema(schema: TableSchema, *, op: bool = False) -> pa.Schema:
+    """The Arrow schema of a target table: the columns, then ``_commit_ts`` (the commit ts
+    of the change that wrote the row: a change applies only over an older one); with ``op``
+    also ``_op`` (``insert``/``update``/``delete``): the changes a merge takes, and the rows
+    of a changelog table (``T__changes``, see :mod:`ticdc_spark.sinks.base`).  A table holds
+    upstream's live rows only, so it has no ``_op``."""
 
     fields = [pa.field(c.name, arrow_type(c.type), nullable=True) for c in schema.columns]
-    fields += [
-        pa.field(COMMIT_TS, pa.int64(), nullable=False),
-        pa.field(OP, pa.string(), nullable=False),
-    ]
+    fields.append(pa.field(COMMIT_TS, pa.int64(), nullable=False))
+    if op:
+        fields.append(pa.field(OP, pa.string(), nullable=False))
     return pa.schema(fields)
 
 
 def typed_rows(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Table | None]:
-    """Typed target rows for planned changes, and the changes that failed to convert.
+    """Typed target rows for planned changes (the table's columns, ``_commit_ts`` and the
+    change's ``_op``, which the merge needs and the table does not keep), and the changes
+    that failed to convert.
 
     ``changes`` has ``op``, ``commit_ts``, ``image`` (a map of text) and position columns
     (see :func:`ticdc_spark.pipeline.last_change.final_changes`).  Returns ``(rows, bad)`` where
     ``bad`` holds the position and reason of every change with a value its column cannot hold.
     """
 
-    target = table_arrow_schema(schema)
+    target = table_arrow_schema(schema, op=True)
     arrays = []
     bad = pa.array([False] * changes.num_rows)
     reasons: list[str | None] = [None] * changes.num_rows
@@ -136,6 +148,27 @@ def typed_rows(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Tab
         dead = dead_letters(broken)
         rows = rows.filter(pc.invert(bad))
     return rows, dead
+
+
+def changelog_texts(rows: pa.Table) -> pa.Table:
+    """Stored rows as the changelog's text, by their Arrow types (``_commit_ts`` kept as it
+    is): numbers, dates and strings as Arrow prints them, binary values as base64.  MySQL's
+    own text depends on types Arrow does not tell (a DATETIME's fraction digits): a reader
+    that knows the column types normalizes the rest (pipeline.tombstones)."""
+    columns = []
+    for name in rows.column_names:
+        values = rows[name]
+        if name == COMMIT_TS or pa.types.is_string(values.type):
+            columns.append(values)
+        elif pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type):
+            columns.append(pa.array(_base64(values.to_pylist()), pa.string()))
+        else:
+            columns.append(pc.cast(values, pa.string()))
+    return pa.table(columns, names=rows.column_names)
+
+
+def _base64(values: list[bytes | None]) -> list[str | None]:
+    return [None if v is None else binascii.b2a_base64(v, newline=False).decode() for v in values]
 
 
 def image_columns(

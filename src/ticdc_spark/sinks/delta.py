@@ -37,8 +37,8 @@ from ticdc_spark.errors import SinkError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
-from ticdc_spark.sinks.base import carried_columns
-from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.base import CHANGELOG_COMMENT, carried_columns
+from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts
 from ticdc_spark.sinks.delta_objects import ObjectTables, table_prefix
 from ticdc_spark.sinks.stored import StoredSink
 from ticdc_spark.storage import StorageOptions, is_local, join, open_store
@@ -126,10 +126,10 @@ class DeltaSink(StoredSink):
             Path(self.path(key)).mkdir(parents=True, exist_ok=True)
         DeltaTable.create(
             self.path(key),
-            table_arrow_schema(schema),
+            self.stored_schema(schema),
             mode="ignore",
             name=schema.table,
-            description=f"TiDB {schema.qualified_name}",
+            description=self.table_comment(schema),
             storage_options=self.storage_options,
         )
 
@@ -145,6 +145,10 @@ class DeltaSink(StoredSink):
         return -1 if found is None else int(found)
 
     def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
+        """A live merge: a delete deletes the row, an insert or update writes it, each only
+        over an older row (``_commit_ts`` strictly lower; a row the table lacks is an older
+        one for a change, nothing to do for a delete).  ``rows`` carry ``_op``, which the
+        table does not keep."""
         keys = list(schema.handle_key) or list(schema.column_names)
         # (each term bracketed: delta-rs reads `a IS NOT DISTINCT FROM b AND c ...` wrongly)
         predicate = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys)
@@ -156,14 +160,12 @@ class DeltaSink(StoredSink):
             commit_properties=self._commit(version),
         )
         ts, op = _q(COMMIT_TS), _q(OP)
-        # newer, or at the same commit ts a change over a delete's tombstone (the INSERT half of
-        # an update TiCDC split in two; see consume._ORDER)
-        newer = (
-            f"s.{ts} > t.{ts} OR (s.{ts} = t.{ts} AND t.{op} = '{OP_DELETE}'"
-            f" AND s.{op} <> '{OP_DELETE}')"
-        )
+        newer, deletes = f"(s.{ts} > t.{ts})", f"(s.{op} = '{OP_DELETE}')"
         result: dict[str, Any] = (
-            merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all().execute()
+            merger.when_matched_delete(predicate=f"{newer} AND {deletes}")
+            .when_matched_update_all(predicate=f"{newer} AND NOT {deletes}", except_cols=[OP])
+            .when_not_matched_insert_all(predicate=f"NOT {deletes}", except_cols=[OP])
+            .execute()
         )
         return result
 
@@ -179,7 +181,7 @@ class DeltaSink(StoredSink):
 
         key = (schema.database, schema.table)
         current = self._table(key).to_pyarrow_table()
-        target = table_arrow_schema(schema)
+        target = self.stored_schema(schema)
         columns = carried_columns(current, target, schema, renamed)
         self._forget(key)
         crash_point("rewrite")
@@ -231,6 +233,45 @@ class DeltaSink(StoredSink):
 
     def read(self, key: TableKey) -> Any:
         return self._table(key).to_pyarrow_table()
+
+    def append(self, key: TableKey, rows: Any, version: int) -> None:
+        from deltalake import write_deltalake
+
+        stored = self.arrow_schema(key)
+        write_deltalake(
+            self._table(key),
+            rows.select(stored.names).cast(stored),
+            mode="append",
+            commit_properties=self._commit(version),
+        )
+
+    def tombstones(self, key: TableKey) -> Any:
+        import pyarrow.dataset as pds
+
+        table = self._table(key)
+        if OP not in self.arrow_schema(key).names:
+            return None
+        if (table.metadata().description or "").startswith(CHANGELOG_COMMENT):
+            return None
+        dead = table.to_pyarrow_dataset().to_table(filter=pds.field(OP) == OP_DELETE)
+        return changelog_texts(dead.drop_columns([OP]))
+
+    def drop_tombstones(self, key: TableKey) -> None:
+        """One overwrite commit of the rows that are not tombstones, without ``_op`` (delta-rs
+        cannot drop a column in place), streamed from the table's own files (which the
+        commit removes, keeping them stored until a VACUUM); the app transaction, whose
+        version it keeps, is the log's and is not part of the rewrite."""
+        import pyarrow.dataset as pds
+        from deltalake import write_deltalake
+
+        table = self._table(key)
+        stored = self.arrow_schema(key)
+        kept = table.to_pyarrow_dataset().scanner(
+            filter=pds.field(OP) != OP_DELETE,
+            columns=[n for n in stored.names if n != OP],
+        )
+        self._forget(key)
+        write_deltalake(table, kept.to_reader(), mode="overwrite", schema_mode="overwrite")
 
     def tables(self) -> list[TableKey]:
         from deltalake import DeltaTable

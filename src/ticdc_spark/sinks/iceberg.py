@@ -26,8 +26,8 @@ from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
-from ticdc_spark.sinks.base import carried_columns
-from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.base import CHANGELOG_COMMENT, carried_columns
+from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts, table_arrow_schema
 from ticdc_spark.sinks.stored import StoredSink
 from ticdc_spark.storage import StorageOptions
 
@@ -73,8 +73,9 @@ def parse_iceberg_target(spec: str) -> tuple[str, str]:
     return uri, warehouse
 
 
-def iceberg_arrow_schema(schema: TableSchema) -> Any:
-    """The table's Arrow schema with the integer types Iceberg has."""
+def iceberg_arrow_schema(schema: TableSchema, *, op: bool = False) -> Any:
+    """The table's Arrow schema with the integer types Iceberg has (with ``op``, a changelog
+    table's: see :func:`~ticdc_spark.sinks.convert.table_arrow_schema`)."""
     import pyarrow as pa
 
     def widen(arrow_type: Any) -> Any:
@@ -83,7 +84,7 @@ def iceberg_arrow_schema(schema: TableSchema) -> Any:
         return arrow_type
 
     return pa.schema(
-        [pa.field(f.name, widen(f.type), nullable=True) for f in table_arrow_schema(schema)]
+        [pa.field(f.name, widen(f.type), nullable=True) for f in table_arrow_schema(schema, op=op)]
     )
 
 
@@ -125,7 +126,7 @@ class IcebergSink(StoredSink):
         return rows.select(order) if order != rows.column_names else rows
 
     def stored_schema(self, schema: TableSchema) -> Any:
-        return iceberg_arrow_schema(schema)
+        return iceberg_arrow_schema(schema, op=self.is_changelog((schema.database, schema.table)))
 
     # -- hooks ----------------------------------------------------------------------------
 
@@ -142,7 +143,9 @@ class IcebergSink(StoredSink):
         key = (schema.database, schema.table)
         self._forget(key)
         self.catalog.create_namespace_if_not_exists(schema.database)
-        self.catalog.create_table_if_not_exists(key, iceberg_arrow_schema(schema))
+        self.catalog.create_table_if_not_exists(
+            key, self.stored_schema(schema), properties={"comment": self.table_comment(schema)}
+        )
 
     def arrow_schema(self, key: TableKey) -> Any:
         return self._table(key).schema().as_arrow()
@@ -153,76 +156,64 @@ class IcebergSink(StoredSink):
         return int(self._table(key).properties.get(VERSION_PROPERTY, -1))
 
     def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
+        """A live merge, as :meth:`DeltaSink.merge <ticdc_spark.sinks.delta.DeltaSink.merge>`:
+        each change applies only over an older row (``_commit_ts`` strictly lower); a
+        delete deletes it, an insert or update replaces it (or writes a row the table
+        lacks)."""
+        import pyarrow.compute as pc
+
         key = (schema.database, schema.table)
         table = self._table(key)
         keys = list(schema.handle_key) or list(schema.column_names)
-        newer = self._newer_than_existing(table, keys, self._cast(schema, rows))
-        if not newer.num_rows:
-            with table.transaction() as tx:
-                tx.set_properties({VERSION_PROPERTY: str(version)})
-            return {"num_source_rows": rows.num_rows, "written": 0}
-        # The stored rows of these keys are replaced: deleted and appended in one transaction.
-        # (Not pyiceberg's upsert: it matches keys with EqualTo, which refuses the nulls a
-        # table without a key may hold, and it reads data files written before a column was
-        # added without that column, then fails to line them up with the new rows.)
+        is_delete = pc.equal(rows[OP], OP_DELETE)
+        data = self._cast(schema, rows.drop_columns([OP]))
+        stored = self._stored_ts(table, keys, data)
+        newer = pc.fill_null(pc.greater(data[COMMIT_TS], stored), True)
+        touched = data.filter(pc.and_(newer, pc.invert(pc.and_(is_delete, pc.is_null(stored)))))
+        written = data.filter(pc.and_(newer, pc.invert(is_delete)))
+        # The stored rows of the changed keys are deleted and the new ones appended, in one
+        # transaction.  (Not pyiceberg's upsert: it matches keys with EqualTo, which refuses
+        # the nulls a table without a key may hold, and it reads data files written before a
+        # column was added without that column, then fails to line them up with the new rows.)
         with table.transaction() as tx:
-            with warnings.catch_warnings():  # (new rows match nothing: no news)
-                warnings.filterwarnings("ignore", "Delete operation did not match")
-                tx.delete(_match(newer, keys))
-            tx.append(newer)
+            if touched.num_rows:
+                with warnings.catch_warnings():  # (new rows match nothing: no news)
+                    warnings.filterwarnings("ignore", "Delete operation did not match")
+                    tx.delete(_match(touched, keys))
+            if written.num_rows:
+                tx.append(written)
             tx.set_properties({VERSION_PROPERTY: str(version)})
-        return {"num_source_rows": rows.num_rows, "written": newer.num_rows}
+        return {"num_source_rows": rows.num_rows, "written": written.num_rows}
 
-    def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
-        """The incoming rows whose key is new or whose commit ts beats the stored one (or
-        equals a delete's tombstone's, for a change that is not a delete: see DeltaSink)."""
-        import pyarrow.compute as pc
+    def _stored_ts(self, table: Any, keys: list[str], rows: Any) -> Any:
+        """The ``_commit_ts`` the table holds for each row's key (null: no such row)."""
+        import pyarrow as pa
         from pyiceberg.expressions import In
 
         if _has_nulls(rows, keys):
-            return self._newer_null_safe(table, keys, rows)
+            return self._stored_ts_null_safe(table, keys, rows)
         first = keys[0]
         wanted = [v for v in rows[first].unique().to_pylist() if v is not None]
         row_filter = In(first, wanted) if wanted else f"{first} IS NULL"  # type: ignore[call-arg,arg-type]
-        scan = table.scan(row_filter=row_filter, selected_fields=(*keys, COMMIT_TS, OP))
-        existing = scan.to_arrow().rename_columns([*keys, "_stored_ts", "_stored_op"])
+        scan = table.scan(row_filter=row_filter, selected_fields=(*keys, COMMIT_TS))
+        existing = scan.to_arrow().rename_columns([*keys, "_stored_ts"])
         if not existing.num_rows:
-            return rows
-        joined = rows.join(existing, keys=keys, join_type="left outer", use_threads=False)
-        stored_ts = joined["_stored_ts"]
-        over_tombstone = pc.and_kleene(
-            pc.and_kleene(
-                pc.equal(joined[COMMIT_TS], stored_ts), pc.equal(joined["_stored_op"], OP_DELETE)
-            ),
-            pc.not_equal(joined[OP], OP_DELETE),
+            return pa.nulls(rows.num_rows, pa.int64())
+        numbered = rows.select(keys).append_column(
+            "_row", pa.array(range(rows.num_rows), pa.int64())
         )
-        keep = pc.or_kleene(
-            pc.or_kleene(pc.is_null(stored_ts), pc.greater(joined[COMMIT_TS], stored_ts)),
-            over_tombstone,
-        )
-        keep = pc.fill_null(keep, False)
-        return (
-            joined.filter(keep).drop_columns(["_stored_ts", "_stored_op"]).select(rows.column_names)
-        )
+        joined = numbered.join(existing, keys=keys, join_type="left outer", use_threads=False)
+        return joined.sort_by("_row")["_stored_ts"].combine_chunks()
 
-    def _newer_null_safe(self, table: Any, keys: list[str], rows: Any) -> Any:
-        """:meth:`_newer_than_existing` with null-safe key matching, in Python (Arrow joins
-        never match nulls): for tables without a key, whose rows may hold nulls."""
+    def _stored_ts_null_safe(self, table: Any, keys: list[str], rows: Any) -> Any:
+        """:meth:`_stored_ts` with null-safe key matching, in Python (Arrow joins never match
+        nulls): for tables without a key, whose rows may hold nulls."""
         import pyarrow as pa
 
-        scan = table.scan(row_filter=_match(rows, keys), selected_fields=(*keys, COMMIT_TS, OP))
-        stored = {
-            tuple(r[k] for k in keys): (r[COMMIT_TS], r[OP]) for r in scan.to_arrow().to_pylist()
-        }
-        keep = []
-        for row in rows.select([*keys, COMMIT_TS, OP]).to_pylist():
-            found = stored.get(tuple(row[k] for k in keys))
-            keep.append(
-                found is None
-                or row[COMMIT_TS] > found[0]
-                or (row[COMMIT_TS] == found[0] and found[1] == OP_DELETE != row[OP])
-            )
-        return rows.filter(pa.array(keep, pa.bool_()))
+        scan = table.scan(row_filter=_match(rows, keys), selected_fields=(*keys, COMMIT_TS))
+        stored = {tuple(r[k] for k in keys): r[COMMIT_TS] for r in scan.to_arrow().to_pylist()}
+        found = [stored.get(tuple(row[k] for k in keys)) for row in rows.select(keys).to_pylist()]
+        return pa.array(found, pa.int64())
 
     def add_columns(self, key: TableKey, fields: list[Any]) -> None:
         import pyarrow as pa
@@ -246,12 +237,14 @@ class IcebergSink(StoredSink):
 
         key = (schema.database, schema.table)
         current = self._table(key).scan().to_arrow()
-        target = iceberg_arrow_schema(schema)
+        target = self.stored_schema(schema)
         columns = carried_columns(current, target, schema, renamed)
         temp = (key[0], key[1] + _REWRITE_SUFFIX)
         if self.catalog.table_exists(temp):
             self.catalog.purge_table(temp)
-        table = self.catalog.create_table(temp, target)
+        table = self.catalog.create_table(
+            temp, target, properties={"comment": self.table_comment(schema)}
+        )
         with table.transaction() as tx:
             tx.append(pa.Table.from_arrays(columns, schema=target))
             tx.set_properties({VERSION_PROPERTY: str(version)})
@@ -295,6 +288,37 @@ class IcebergSink(StoredSink):
 
     def read(self, key: TableKey) -> Any:
         return self._table(key).scan().to_arrow()
+
+    def append(self, key: TableKey, rows: Any, version: int) -> None:
+        stored = self.arrow_schema(key)
+        with self._table(key).transaction() as tx:
+            tx.append(rows.select(stored.names).cast(stored))
+            tx.set_properties({VERSION_PROPERTY: str(version)})
+
+    def tombstones(self, key: TableKey) -> Any:
+        from pyiceberg.expressions import EqualTo
+
+        table = self._table(key)
+        if OP not in self.arrow_schema(key).names:
+            return None
+        if table.properties.get("comment", "").startswith(CHANGELOG_COMMENT):
+            return None
+        dead = table.scan(row_filter=EqualTo(OP, OP_DELETE)).to_arrow()  # type: ignore[call-arg,arg-type]
+        return changelog_texts(dead.drop_columns([OP]))
+
+    def drop_tombstones(self, key: TableKey) -> None:
+        """One transaction: the tombstones deleted (pyiceberg rewrites the data files that
+        hold them: copy-on-write), ``_op`` dropped from the schema (metadata only: older
+        data files keep it, unread)."""
+        from pyiceberg.expressions import EqualTo
+
+        table = self._table(key)
+        with table.transaction() as tx:
+            with warnings.catch_warnings():  # (a table with no tombstone left)
+                warnings.filterwarnings("ignore", "Delete operation did not match")
+                tx.delete(EqualTo(OP, OP_DELETE))  # type: ignore[call-arg,arg-type]
+            with tx.update_schema() as update:
+                update.delete_column(OP)
 
     def tables(self) -> list[TableKey]:
         found: list[TableKey] = []

@@ -39,8 +39,9 @@ from ticdc_spark.pipeline.checkpoint import (
 )
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, watch_commits
-from ticdc_spark.pipeline.ordering import MAX_HELD_ROWS
+from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
 from ticdc_spark.pipeline.policy import Mode, OnError
+from ticdc_spark.pipeline.tombstones import migrate_tombstones
 from ticdc_spark.sinks import make_sink
 from ticdc_spark.spark.bad_lines import skip_bad_lines
 from ticdc_spark.spark.decode import decode
@@ -82,6 +83,11 @@ class PipelineConfig:
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
     max_held_rows: int = MAX_HELD_ROWS  # rows held back for a later batch, at most
+    # deletes remembered against late older changes (pipeline.guards): how long without
+    # watermarks (seconds of commit time), and how many at most
+    guard_retention: float = GUARD_RETENTION_SECONDS
+    max_guards: int = MAX_GUARDS
+    changelog_tables: bool = False  # beside each table T, T__changes (sinks.base)
     kafka_source: str = "ticdc"  # or "spark": Spark's own Kafka source (spark/spark_kafka.py)
     storage: StorageOptions = field(default_factory=StorageOptions.from_environment)
 
@@ -125,6 +131,7 @@ def start(
         source_df, config.protocol, config.options, on_error=on_error, table_filter=table_filter
     )
     log = ChangelogLog(applier.store.root)
+    migrate_tombstones(applier)  # (tables an earlier version wrote, once: before any apply)
     # batches a crash left logged but not applied, and states found missing or damaged
     committed = max(spark_batches(spark_checkpoint, "commits"), default=-1)
     for report in applier.recover(log, committed):
@@ -147,6 +154,7 @@ def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnErr
     """The applier of a pipeline: its checkpoint's state store, its target's sink."""
     store = StateStore(config.checkpoint)
     sink = make_sink(config.target, app_id=store.pipeline_id(), storage=config.storage)
+    sink.changelog_tables = config.changelog_tables
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
     return Applier(
@@ -159,6 +167,8 @@ def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnErr
         track_commits=config.track_commits,
         capabilities=capabilities,
         max_held_rows=config.max_held_rows,
+        guard_retention=config.guard_retention,
+        max_guards=config.max_guards,
     )
 
 

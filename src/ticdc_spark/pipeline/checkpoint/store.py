@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pyarrow as pa
@@ -15,18 +16,22 @@ from ticdc_spark.errors import (
     TiCDCSparkError,
 )
 from ticdc_spark.pipeline.checkpoint.files import atomic_write, read_arrow, write_arrow
+from ticdc_spark.pipeline.guards import Guards
 from ticdc_spark.pipeline.state import ConsumerState
 
 __all__ = ["StateStore"]
 
 
 class StateStore:
-    """Consumer state per batch id under ``CHECKPOINT/ticdc`` (JSON plus held rows as Arrow).
+    """Consumer state per batch id under ``CHECKPOINT/ticdc`` (JSON plus held rows and
+    guards as Arrow).
 
     ``state-N.json`` is the state after micro-batch N; it records how many rows it holds back
-    (``held_rows``), which are in ``held-N.arrow``.  Reading checks both: a missing or damaged
-    file is a :class:`~ticdc_spark.errors.DamagedState` naming it, never an older state taken
-    in its place (rows held back would be lost).
+    (``held_rows``), which are in ``held-N.arrow``, and how many guards it keeps (``guards``),
+    which are in ``guards-N.arrow``.  Reading checks all three: a missing or damaged file is
+    a :class:`~ticdc_spark.errors.DamagedState` naming it, never an older state taken in its
+    place (rows held back would be lost, and guards lost could let a late change bring a
+    deleted row back).
     """
 
     def __init__(self, checkpoint: str | Path, keep: int = 3) -> None:
@@ -71,8 +76,8 @@ class StateStore:
         try:
             data = path.read_bytes()
             obj = orjson.loads(data)
-            held = self._read_held(batch, obj.get("held_rows", -1))
-            return ConsumerState.from_json(data, held)
+            held = self._read_counted(self.held_path(batch), obj.get("held_rows", -1), "rows")
+            return ConsumerState.from_json(data, held, self._read_guards(batch, obj))
         except FileNotFoundError:
             raise DamagedState(path, "is missing") from None
         except DamagedState:
@@ -82,34 +87,44 @@ class StateStore:
         except TiCDCSparkError as exc:  # e.g. a column type of the catalog that does not parse
             raise DamagedState(path, f"is damaged ({exc})") from None
 
-    def _read_held(self, batch: int, rows: int) -> pa.Table | None:
-        """The rows ``state-N.json`` says it holds back (``rows``; -1: a state saved before
-        the count was, which held rows if the file exists)."""
-        path = self.held_path(batch)
+    def _read_counted(self, path: Path, rows: int, what: str) -> pa.Table | None:
+        """The ``rows`` rows (held rows, or guards) ``state-N.json`` says are in ``path``
+        (-1: a state saved before the count was, which has them if the file exists)."""
         if rows == 0 or (rows < 0 and not path.exists()):
             return None
         if not path.exists():
-            raise DamagedState(path, f"is missing (its state holds {rows} rows back in it)")
+            raise DamagedState(path, f"is missing (its state keeps {rows} {what} in it)")
         try:
-            held = read_arrow(path)
+            table = read_arrow(path)
         except pa.ArrowInvalid as exc:
             raise DamagedState(path, f"is damaged ({_reason(exc)})") from None
-        if rows >= 0 and held.num_rows != rows:
-            raise DamagedState(path, f"holds {held.num_rows} rows, not the {rows} of its state")
-        return held
+        if rows >= 0 and table.num_rows != rows:
+            raise DamagedState(path, f"holds {table.num_rows} {what}, not the {rows} of its state")
+        return table
+
+    def _read_guards(self, batch: int, obj: dict[str, Any]) -> Guards:
+        """The guards ``state-N.json`` (``obj``) says are in ``guards-N.arrow``."""
+        path = self.guards_path(batch)
+        saved = self._read_counted(path, obj.get("guards", -1), "guards")
+        try:
+            return Guards.from_arrow(saved)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DamagedState(path, f"is damaged ({_reason(exc)})") from None
 
     def save(self, batch: int, state: ConsumerState) -> None:
-        """Save the state after ``batch`` (its held rows first: the state names their count),
-        and forget all but the newest ``keep`` states."""
-        held_path = self.held_path(batch)
-        if state.held is not None and state.held.num_rows:
-            write_arrow(held_path, state.held)  # (synced with the state's directory below)
-        else:  # (a file an earlier attempt of this batch left is not this state's)
-            held_path.unlink(missing_ok=True)
+        """Save the state after ``batch`` (its held rows and guards first: the state names
+        their counts), and forget all but the newest ``keep`` states."""
+        _write_or_remove(self.held_path(batch), state.held)
+        _write_or_remove(self.guards_path(batch), state.guards.to_arrow())
         atomic_write(self.state_path(batch), state.to_json())
         for old in sorted(self._batches())[: -self.keep]:
             self.state_path(old).unlink(missing_ok=True)
             self.held_path(old).unlink(missing_ok=True)
+            self.guards_path(old).unlink(missing_ok=True)
+
+    def saved(self) -> list[int]:
+        """The batches whose state is saved, oldest first."""
+        return sorted(self._batches())
 
     def latest(self) -> int:
         """The id of the latest batch whose state is saved (-1 if none)."""
@@ -141,8 +156,21 @@ class StateStore:
     def held_path(self, batch: int) -> Path:
         return self.root / f"held-{batch:012d}.arrow"
 
+    def guards_path(self, batch: int) -> Path:
+        return self.root / f"guards-{batch:012d}.arrow"
+
     def _batches(self) -> list[int]:
         return [int(p.stem.split("-")[1]) for p in self.root.glob("state-*.json")]
+
+
+def _write_or_remove(path: Path, table: pa.Table | None) -> None:
+    """Write ``table`` to ``path`` (synced with the state's directory, which names its row
+    count, after it); remove a file an earlier attempt of this batch left when there is
+    nothing to write (it is not this state's)."""
+    if table is not None and table.num_rows:
+        write_arrow(path, table)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _reason(exc: BaseException) -> str:
