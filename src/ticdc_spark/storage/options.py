@@ -125,6 +125,11 @@ class StorageOptions:
         values |= {_canonical(k): v for k, v in (options or {}).items()}
         return cls(values)
 
+    def updated(self, options: Mapping[str, str]) -> StorageOptions:
+        """These settings with ``options`` (any spelling :func:`parse_storage_options` takes)
+        over them."""
+        return StorageOptions({**self.values, **{_canonical(k): v for k, v in options.items()}})
+
     def __repr__(self) -> str:
         shown = {k: "***" if self._secret(k) else v for k, v in sorted(self.values.items())}
         return f"StorageOptions({shown})"
