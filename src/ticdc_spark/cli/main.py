@@ -17,6 +17,7 @@ from ticdc_spark.errors import (
     KafkaUnreachable,
     RegistryError,
     StorageError,
+    TiCDCSparkError,
 )
 
 __all__ = ["main"]
@@ -34,6 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (RegistryError, KafkaUnreachable, StorageError) as exc:  # (the service, not input)
+        print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except TiCDCSparkError as exc:  # (a checkpoint another job holds, or that cannot resume)
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:  # e.g. piped into `head`

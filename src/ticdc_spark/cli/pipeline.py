@@ -35,14 +35,30 @@ def add_replicate(commands: Any) -> None:
     _storage_argument(parser)
 
 
-def _refuse_remote_checkpoint(args: argparse.Namespace) -> None:
-    """The checkpoint and the dead letters are local directories for now (a URI would be
-    taken as a relative path named ``s3:``)."""
-    from ticdc_spark.storage import is_local
+# Checkpoint schemes Spark's own part of the checkpoint can be written to: local paths, and
+# S3 through Hadoop's S3A connector (the session's ``s3`` feature).  GCS and Azure would
+# need their Hadoop connectors on the session, which it does not load yet.
+_SPARK_CHECKPOINT_SCHEMES = ("", "file", "s3", "s3a")
 
-    for flag, value in (("--checkpoint", args.checkpoint), ("--dead-letters", args.dead_letters)):
-        if value and not is_local(value):
-            raise ConfigError(f"{flag} must be a local directory for now, not {value!r}")
+
+def _checkpoint_session(
+    args: argparse.Namespace, storage: Any
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The Spark features and settings the checkpoint needs: S3A for one on ``s3://``
+    (configured from the same storage settings as everything else; ``--spark-conf`` wins)."""
+    from urllib.parse import urlsplit
+
+    scheme = urlsplit(args.checkpoint).scheme.lower()
+    scheme = "" if len(scheme) == 1 else scheme  # (C:\ on Windows)
+    if scheme not in _SPARK_CHECKPOINT_SCHEMES:
+        raise ConfigError(
+            f"--checkpoint on {scheme}:// is not supported yet (Spark keeps its part of the "
+            "checkpoint there through a Hadoop connector the session does not load): use "
+            "s3:// or a local directory"
+        )
+    if scheme in ("s3", "s3a"):
+        return ("s3",), storage.spark_s3a()
+    return (), {}
 
 
 def _storage_argument(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +83,13 @@ def _ends_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
-    parser.add_argument("--checkpoint", required=True, metavar="DIR")
+    parser.add_argument(
+        "--checkpoint",
+        required=True,
+        metavar="DIR|s3://BUCKET/PREFIX",
+        help="where offsets and consumer state live (one job per checkpoint: a second is "
+        "refused naming the first)",
+    )
     parser.add_argument(
         "--kafka-source",
         choices=("ticdc", "spark"),
@@ -112,8 +134,8 @@ def _error_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dead-letters",
-        metavar="DIR",
-        help="dead-letter directory (default CHECKPOINT/dead-letters)",
+        metavar="DIR|URI",
+        help="dead-letter directory or object-store prefix (default CHECKPOINT/dead-letters)",
     )
 
 
@@ -149,23 +171,35 @@ def _run_replicate(args: argparse.Namespace) -> int:
     stop it any time, run it again, it resumes exactly.
     """
     from ticdc_spark.io.kafka import check_reachable, is_kafka_uri
-    from ticdc_spark.spark.pipeline import check_mode, run
-    from ticdc_spark.spark.session import local_session
+    from ticdc_spark.spark.pipeline import check_mode, run, take_lease
 
     config = _replicate_config(args)
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
-    _refuse_remote_checkpoint(args)
+    features, settings = _checkpoint_session(args, config.storage)
     check_mode(config.protocol, config.mode)
     if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
         check_reachable(config.source, config.source_options)
-    settings = parse_key_values(args.spark_conf, "--spark-conf")
-    features = ("kafka",) if is_kafka_uri(config.source) and args.kafka_source == "spark" else ()
-    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
-    spark.sparkContext.setLogLevel("ERROR")
+    settings |= parse_key_values(args.spark_conf, "--spark-conf")
+    if is_kafka_uri(config.source) and args.kafka_source == "spark":
+        features += ("kafka",)
+    lease = take_lease(config.checkpoint, config.storage)  # (another job's: before Spark starts)
+    try:
+        spark = _session(features, settings)
+    except BaseException:
+        lease.release()
+        raise
     totals = _Totals()
-    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
+    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet), lease=lease)
     print(totals.summary(), file=sys.stderr)
     return EXIT_OK
+
+
+def _session(features: tuple[str, ...], settings: dict[str, str]) -> Any:
+    from ticdc_spark.spark.session import local_session
+
+    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def _replicate_config(args: argparse.Namespace) -> Any:

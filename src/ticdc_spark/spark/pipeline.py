@@ -98,14 +98,19 @@ def check_mode(protocol: str, mode: str) -> None:
 
 
 def start(
-    spark: Any, source_df: Any, config: PipelineConfig, on_batch: OnBatch | None = None
+    spark: Any,
+    source_df: Any,
+    config: PipelineConfig,
+    on_batch: OnBatch | None = None,
+    lease: Lease | None = None,
 ) -> RunningPipeline:
     """Start the streaming query (``awaitTermination``/``stop`` as usual).  The job holds
-    the checkpoint's lease (:func:`take_lease`) until the query ends or is stopped."""
+    the checkpoint's lease (:func:`take_lease`, or ``lease`` if taken already) until the
+    query ends or is stopped."""
     TableFilter(config.table_filter)  # (a bad rule fails before anything starts)
     Capabilities.of(config.protocol, config.options).check_mode(config.mode)
     OnError.parse(config.on_error, (OnError.DEAD_LETTER, OnError.STOP))
-    lease = take_lease(config.checkpoint, config.storage)
+    lease = lease or take_lease(config.checkpoint, config.storage)
     try:
         query, background = _start_query(source_df, config, on_batch, lease)
     except BaseException:
@@ -234,15 +239,23 @@ class _BatchHandler:
             self.on_batch(report)
 
 
-def run(spark: Any, config: PipelineConfig, on_batch: OnBatch | None = None) -> None:
+def run(
+    spark: Any, config: PipelineConfig, on_batch: OnBatch | None = None, lease: Lease | None = None
+) -> None:
     """Run the pipeline until it has consumed everything (trigger once) or is stopped; each
-    micro-batch bounded (:func:`~ticdc_spark.spark.sources.bounded_source_options`)."""
+    micro-batch bounded (:func:`~ticdc_spark.spark.sources.bounded_source_options`).  The
+    checkpoint's ``lease``, if taken already, is released when the run ends."""
     options = bounded_source_options(config.source, config.protocol, config.source_options)
     options = once_options(options, config.trigger)  # (the end fixed at the start: trigger.py)
-    source_df = read_source(
-        spark, config.source, options, config.checkpoint, config.kafka_source, config.storage
-    )
-    query = start(spark, source_df, config, on_batch)
+    try:
+        source_df = read_source(
+            spark, config.source, options, config.checkpoint, config.kafka_source, config.storage
+        )
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+    query = start(spark, source_df, config, on_batch, lease)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

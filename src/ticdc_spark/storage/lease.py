@@ -233,8 +233,8 @@ class Lease:
     def _probe_conditional_writes(self) -> None:
         """Refuse a store that ignores put-if-absent: it could not keep two jobs apart."""
         probe = f"{self.key}.probe-{uuid.uuid4().hex}"
+        first = self.store.create(probe, b"{}")  # (a store that refuses us: its own error)
         try:
-            first = self.store.create(probe, b"{}")
             second = self.store.create(probe, b"{}")
         finally:
             self.store.delete(probe)
