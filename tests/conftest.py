@@ -51,10 +51,11 @@ def golden_dir() -> Path:
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
     """One local SparkSession for the whole test run (starting one takes 6-12 s), with
-    Spark's own Kafka source (its jars resolved from Maven Central once per machine)."""
+    Spark's own Kafka source and Hadoop's S3A connector (their jars resolved from Maven
+    Central once per machine; S3A is pointed at a server by :func:`spark_s3`)."""
     from ticdc_spark.spark.session import local_session
 
-    session = local_session("ticdc-spark-tests", features=["kafka"])
+    session = local_session("ticdc-spark-tests", features=["kafka", "s3"])
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -111,6 +112,17 @@ def s3_options(s3_server):  # type: ignore[no-untyped-def]
     from ticdc_spark.storage import StorageOptions
 
     return StorageOptions.from_environment(environ=s3_server.environment())
+
+
+@pytest.fixture
+def spark_s3(spark, s3_options):  # type: ignore[no-untyped-def]
+    """The shared session with S3A pointed at the session's SeaweedFS, as
+    ``replicate --checkpoint s3://...`` configures its own session
+    (``StorageOptions.spark_s3a()``): set in the session's runtime configuration, which
+    the Hadoop configuration of each query is made from."""
+    for key, value in s3_options.spark_s3a().items():
+        spark.conf.set(key.removeprefix("spark.hadoop."), value)
+    return spark
 
 
 @pytest.fixture

@@ -159,14 +159,17 @@ def write_batch_list(
     return len(batches)
 
 
-def target(kind: str, root: Path) -> str:
+def target(kind: str, root: Path, tables: str | None = None) -> str:
+    """A Delta lake or an Iceberg warehouse under ``root``; with ``tables`` (a URI such as
+    ``s3://lake/x``) the tables there, the Iceberg catalog still under ``root``."""
     if kind == "delta":
-        return f"delta:{root / 'lake'}"
-    return f"iceberg:sqlite:///{root / 'catalog.db'}#file://{root / 'warehouse'}"
+        return f"delta:{tables or root}/lake"
+    warehouse = f"{tables}/warehouse" if tables else f"file://{root / 'warehouse'}"
+    return f"iceberg:sqlite:///{root / 'catalog.db'}#{warehouse}"
 
 
 def harness_command(
-    checkpoint: Path,
+    checkpoint: Path | str,
     target_spec: str,
     batches: Path,
     protocol: str = "canal-json",
@@ -185,8 +188,12 @@ def harness_command(
     ]
 
 
-def environment(crash_at: str | None = None) -> dict[str, str]:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+def environment(
+    crash_at: str | None = None, storage: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of a pipeline subprocess: this one's, a kill point, and the
+    standard storage variables (``AWS_ENDPOINT_URL``, ...) of ``storage``."""
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(storage or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(HERE), env.get("PYTHONPATH", "")])
     env.pop("TICDC_SPARK_CRASH_AT", None)
     if crash_at:
@@ -194,19 +201,32 @@ def environment(crash_at: str | None = None) -> dict[str, str]:
     return env
 
 
+HARNESS_STORAGE = "HARNESS_STORAGE"  # the harness's storage options, as JSON
+
+
+def harness_environment(
+    crash_at: str | None = None, storage: dict[str, str] | None = None
+) -> dict[str, str]:
+    """The harness's environment: a kill point, and its storage options (any of
+    ``--storage-option``'s, such as MAX_RETRIES)."""
+    import orjson
+
+    return {**environment(crash_at), HARNESS_STORAGE: orjson.dumps(storage or {}).decode()}
+
+
 def run_harness(
-    checkpoint: Path,
+    checkpoint: Path | str,
     target_spec: str,
     batches: Path,
     crash_at: str | None,
     protocol: str = "canal-json",
     mode: str = "consistent",
     changelog_tables: bool = False,
+    storage: dict[str, str] | None = None,
 ) -> int:
     command = harness_command(checkpoint, target_spec, batches, protocol, mode, changelog_tables)
-    done = subprocess.run(
-        command, env=environment(crash_at), capture_output=True, timeout=300, check=False
-    )
+    env = harness_environment(crash_at, storage)
+    done = subprocess.run(command, env=env, capture_output=True, timeout=300, check=False)
     if done.returncode not in (0, 86):
         raise AssertionError(done.stderr.decode()[-3000:])
     return done.returncode
@@ -233,7 +253,9 @@ def _harness(
     changelog_tables: str = "",
 ) -> None:
     """``replicate``'s serial apply over prepared micro-batches, a commit file per batch
-    (the protocol's default codec options), tables with tombstones migrated first."""
+    (the protocol's default codec options), tables with tombstones migrated first; the
+    checkpoint and the tables local or on an object store (configured by the environment)."""
+    import orjson
     import pyarrow as pa
 
     from ticdc_spark.pipeline.apply import Applier
@@ -242,20 +264,22 @@ def _harness(
     from ticdc_spark.pipeline.failpoints import crash_point
     from ticdc_spark.pipeline.tombstones import migrate_tombstones
     from ticdc_spark.sinks import make_sink
+    from ticdc_spark.storage import StorageOptions, join, open_store
 
-    commits = Path(checkpoint) / "spark" / "commits"
-    commits.mkdir(parents=True, exist_ok=True)
-    store = StateStore(checkpoint)
+    storage = StorageOptions.from_environment(orjson.loads(os.environ.get(HARNESS_STORAGE, "{}")))
+    spark = open_store(join(checkpoint, "spark"), storage)
+    store = StateStore(checkpoint, storage=storage)
     applier = Applier(
-        make_sink(target_spec, app_id=store.pipeline_id()),
+        make_sink(target_spec, app_id=store.pipeline_id(), storage=storage),
         store,
         mode=mode,
         capabilities=Capabilities.of(protocol),
     )
     applier.sink.changelog_tables = bool(changelog_tables)
-    log = ChangelogLog(store.root)
+    _pause_when_asked()
+    log = ChangelogLog(store.root, storage)
     migrate_tombstones(applier)
-    committed = max(spark_batches(commits.parent, "commits"), default=-1)
+    committed = max(spark_batches(spark, "commits"), default=-1)
     applier.recover(log, committed)
     for path in sorted(Path(batches).glob("*.arrow"))[committed + 1 :]:
         batch = int(path.stem)
@@ -267,9 +291,45 @@ def _harness(
         crash_point("logged", batch)
         applier.apply(changes, batch)
         log.prune(store.oldest())
-        (commits / f".{batch}.tmp").write_text("v1\n")
-        os.replace(commits / f".{batch}.tmp", commits / str(batch))
+        spark.write(f"commits/{batch}", b"v1\n")  # (written whole, as Spark's)
         crash_point("committed", batch)
+
+
+PAUSE_AT = "HARNESS_PAUSE_AT"  # POINT:BATCH:NTH of a kill point, and a directory: see below
+
+
+def _pause_when_asked() -> None:
+    """With ``HARNESS_PAUSE_AT=POINT:BATCH:NTH@DIR``, the harness stops at that kill point
+    of the apply path (without dying): it creates ``DIR/reached`` and goes on once the test
+    creates ``DIR/go`` (so that a test can stop the S3 server in the middle of a batch)."""
+    spec = os.environ.get(PAUSE_AT)
+    if not spec:
+        return
+    import time
+
+    from ticdc_spark.pipeline import apply
+
+    point, _, directory = spec.partition("@")
+    name, batch, nth = point.split(":")
+    seen = {"count": 0}
+    original = apply.crash_point
+
+    def pausing(at: str, at_batch: int | None = None) -> None:
+        original(at, at_batch)
+        if at != name or apply_batch() != int(batch):
+            return
+        seen["count"] += 1
+        if seen["count"] == int(nth):
+            (Path(directory) / "reached").touch()
+            while not (Path(directory) / "go").exists():
+                time.sleep(0.05)
+
+    def apply_batch() -> int | None:
+        from ticdc_spark.pipeline import failpoints
+
+        return getattr(failpoints._state, "batch", None)
+
+    apply.crash_point = pausing  # type: ignore[assignment]
 
 
 if __name__ == "__main__":

@@ -228,7 +228,7 @@ def test_a_missing_or_damaged_guards_file_is_named(damage: str, tmp_path: Path) 
     applier.apply(Script().insert(100, {"id": "1", "v": "a"}).table(), 0)
     applier.apply(Script().delete(300, {"id": "1", "v": "a"}).table(), 1)
     store = StateStore(tmp_path / "checkpoint")
-    path = store.guards_path(1)
+    path = Path(store.guards_path(1))
     if damage == "missing":
         path.unlink()
     else:

@@ -44,15 +44,20 @@ _HOLDER = textwrap.dedent(
     from ticdc_spark.storage import Lease, StorageOptions, open_store
     import orjson
     root, values, ttl = sys.argv[1], orjson.loads(sys.argv[2]), float(sys.argv[3])
-    with Lease(open_store(root, StorageOptions(values)), ttl=ttl):
+    machine = sys.argv[4] if len(sys.argv) > 4 else None
+    with Lease(open_store(root, StorageOptions(values)), ttl=ttl, machine=machine):
         print("held", flush=True)
         time.sleep(600)
     """
 )
+ELSEWHERE = "another-boot-id/4026531836"  # a holder on another machine (or container)
 
 
-def _hold_in_a_process(store_root: tuple[str, StorageOptions], ttl: float) -> subprocess.Popen[str]:
+def _hold_in_a_process(
+    store_root: tuple[str, StorageOptions], ttl: float, machine: str | None = None
+) -> subprocess.Popen[str]:
     args = [store_root[0], orjson.dumps(dict(store_root[1].values)).decode(), str(ttl)]
+    args += [machine] if machine else []
     job = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, *args], stdout=subprocess.PIPE, text=True
     )
@@ -77,7 +82,9 @@ def _acquire_within(lease: Lease, seconds: float) -> int:
 def test_a_killed_jobs_lease_is_taken_over_once_it_goes_stale(
     store_root: tuple[str, StorageOptions], caplog: pytest.LogCaptureFixture
 ) -> None:
-    job = _hold_in_a_process(store_root, ttl=1.0)
+    """A holder on another machine: its process cannot be looked at, its lease must go
+    stale (and be watched for a time to live) before it is taken over."""
+    job = _hold_in_a_process(store_root, ttl=1.0, machine=ELSEWHERE)
     try:
         with pytest.raises(LeaseHeld, match=f"pid {job.pid}"):
             Lease(open_store(*store_root), ttl=1.0).acquire()
@@ -88,10 +95,32 @@ def test_a_killed_jobs_lease_is_taken_over_once_it_goes_stale(
         os.kill(job.pid, signal.SIGKILL)
         job.wait()
     successor = Lease(open_store(*store_root), ttl=1.0)
-    _acquire_within(successor, 30)
+    assert _acquire_within(successor, 30) > 0  # (refused while fresh, then watched)
     assert Holder.parse(open_store(*store_root).read("lease.json")).pid == os.getpid()
     assert f"took over the lease {store_root[0]}/lease.json from the job on" in caplog.text
+    assert "which no longer runs" not in caplog.text
     successor.release()
+
+
+def test_a_killed_jobs_lease_on_this_machine_is_taken_over_at_once(
+    store_root: tuple[str, StorageOptions], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restart after kill -9 on the same machine does not wait for the lease to go
+    stale (an hour's time to live here): the holder's process is gone."""
+    job = _hold_in_a_process(store_root, ttl=3600)
+    with pytest.raises(LeaseHeld, match=f"pid {job.pid}"):  # alive: refused
+        Lease(open_store(*store_root), ttl=3600).acquire()
+    os.kill(job.pid, signal.SIGKILL)
+    job.wait()
+    successor = Lease(open_store(*store_root), ttl=3600, sleep=_never)
+    successor.acquire()  # at once: never watched
+    assert Holder.parse(open_store(*store_root).read("lease.json")).pid == os.getpid()
+    assert f"pid {job.pid}" in caplog.text and "which no longer runs" in caplog.text
+    successor.release()
+
+
+def _never(seconds: float) -> None:
+    raise AssertionError(f"watched the lease for {seconds} s: its holder was known to be gone")
 
 
 def test_a_lease_that_looks_stale_but_is_renewed_while_watched_is_not_taken(

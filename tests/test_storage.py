@@ -99,6 +99,8 @@ def test_storage_options_come_from_the_environment_and_the_command_line() -> Non
         "s3.session-token": "TK",
         "s3.region": "us-east-2",
         "s3.force-virtual-addressing": "false",
+        # pyarrow's S3 client (pyiceberg's): 3 retries, 4 attempts
+        "s3.retry-strategy-impl": "ticdc_spark.storage.arrow_retries.Attempts4",
     }
     s3a = options.spark_s3a()
     assert s3a["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:9"
@@ -110,6 +112,22 @@ def test_storage_options_come_from_the_environment_and_the_command_line() -> Non
     )
     assert s3a["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
     assert options.for_scheme("gs") == {}
+
+
+def test_pyarrows_s3_client_retries_as_object_store_does() -> None:
+    """pyiceberg builds its retry strategy from a class path: ours makes the class of N
+    attempts on demand (object_store's 10 retries by default, not pyarrow's 2)."""
+    import importlib
+
+    from pyarrow.fs import AwsStandardS3RetryStrategy
+
+    path = StorageOptions({}).iceberg()["s3.retry-strategy-impl"]
+    module, _, name = path.rpartition(".")
+    assert name == "Attempts11"
+    strategy = getattr(importlib.import_module(module), name)()  # (as pyiceberg does)
+    assert isinstance(strategy, AwsStandardS3RetryStrategy)
+    with pytest.raises(AttributeError):
+        _ = importlib.import_module(module).Attempts0x
 
 
 def test_an_unknown_storage_option_is_refused_with_the_valid_names() -> None:

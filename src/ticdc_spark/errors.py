@@ -7,8 +7,6 @@ dead-letter output and a person can find the message.  Nothing else may escape a
 
 from __future__ import annotations
 
-from pathlib import Path
-
 __all__ = [
     "CHECKPOINT_WAY_OUT",
     "CaptureError",
@@ -160,18 +158,19 @@ class CheckpointError(TiCDCSparkError):
 
 
 class DamagedState(CheckpointError):
-    """A consumer-state file that is missing or does not read whole."""
+    """A consumer-state file that is missing or does not read whole, at ``location`` (a path,
+    or a URI on an object store)."""
 
-    def __init__(self, path: Path, problem: str) -> None:
-        self.path, self.problem = path, problem
+    def __init__(self, location: str, problem: str) -> None:
+        self.location, self.problem = location, problem
         super().__init__(
-            f"consumer state {path} {problem}. A restart rebuilds it from the logged "
+            f"consumer state {location} {problem}. A restart rebuilds it from the logged "
             f"micro-batches when they reach back far enough; otherwise: {CHECKPOINT_WAY_OUT}"
         )
 
     @property
     def short(self) -> str:
-        return f"{self.path} {self.problem}"
+        return f"{self.location} {self.problem}"
 
 
 class KafkaUnreachable(TiCDCSparkError):

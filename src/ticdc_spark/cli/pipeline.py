@@ -36,14 +36,30 @@ def add_replicate(commands: Any) -> None:
     _storage_argument(parser)
 
 
-def _refuse_remote_checkpoint(args: argparse.Namespace) -> None:
-    """The checkpoint and the dead letters are local directories for now (a URI would be
-    taken as a relative path named ``s3:``)."""
-    from ticdc_spark.storage import is_local
+# Checkpoint schemes Spark's own part of the checkpoint can be written to: local paths, and
+# S3 through Hadoop's S3A connector (the session's ``s3`` feature).  GCS and Azure would
+# need their Hadoop connectors on the session, which it does not load yet.
+_SPARK_CHECKPOINT_SCHEMES = ("", "file", "s3", "s3a")
 
-    for flag, value in (("--checkpoint", args.checkpoint), ("--dead-letters", args.dead_letters)):
-        if value and not is_local(value):
-            raise ConfigError(f"{flag} must be a local directory for now, not {value!r}")
+
+def _checkpoint_session(
+    args: argparse.Namespace, storage: Any
+) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The Spark features and settings the checkpoint needs: S3A for one on ``s3://``
+    (configured from the same storage settings as everything else; ``--spark-conf`` wins)."""
+    from urllib.parse import urlsplit
+
+    scheme = urlsplit(args.checkpoint).scheme.lower()
+    scheme = "" if len(scheme) == 1 else scheme  # (C:\ on Windows)
+    if scheme not in _SPARK_CHECKPOINT_SCHEMES:
+        raise ConfigError(
+            f"--checkpoint on {scheme}:// is not supported yet (Spark keeps its part of the "
+            "checkpoint there through a Hadoop connector the session does not load): use "
+            "s3:// or a local directory"
+        )
+    if scheme in ("s3", "s3a"):
+        return ("s3",), storage.spark_s3a()
+    return (), {}
 
 
 def _storage_argument(parser: argparse.ArgumentParser) -> None:
@@ -86,9 +102,9 @@ def _ends_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--checkpoint",
         required=True,
-        metavar="DIR",
+        metavar="DIR|s3://BUCKET/PREFIX",
         help="where the offsets and the consumer state live: run again with the same one "
-        "to resume exactly (one per target)",
+        "to resume exactly (one job per checkpoint: a second is refused, naming the first)",
     )
     _when_arguments(parser)
 
@@ -141,8 +157,8 @@ def _error_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dead-letters",
-        metavar="DIR",
-        help="dead-letter directory (default CHECKPOINT/dead-letters)",
+        metavar="DIR|URI",
+        help="dead-letter directory or object-store prefix (default CHECKPOINT/dead-letters)",
     )
 
 
@@ -208,25 +224,38 @@ def _run_replicate(args: argparse.Namespace) -> int:
     """
     from ticdc_spark.cli.progress import Totals
     from ticdc_spark.io.kafka import check_reachable, is_kafka_uri
-    from ticdc_spark.spark.console import console_settings, quiet
-    from ticdc_spark.spark.pipeline import run
+    from ticdc_spark.spark.console import console_settings
+    from ticdc_spark.spark.pipeline import run, take_lease
     from ticdc_spark.spark.preflight import preflight
-    from ticdc_spark.spark.session import local_session
 
     config, note = _replicate_config(args)
-    _refuse_remote_checkpoint(args)
+    features, settings = _checkpoint_session(args, config.storage)
     preflight(config)  # (before Spark starts, and before anything is written)
     if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
         check_reachable(config.source, config.source_options)
     if note:
         print(f"ticdc-spark replicate: {note}", file=sys.stderr)
-    settings = console_settings(parse_key_values(args.spark_conf, "--spark-conf"))
-    features = ("kafka",) if is_kafka_uri(config.source) and args.kafka_source == "spark" else ()
-    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
-    quiet(spark, args.verbose)
+    settings = console_settings(settings | parse_key_values(args.spark_conf, "--spark-conf"))
+    if is_kafka_uri(config.source) and args.kafka_source == "spark":
+        features += ("kafka",)
+    lease = take_lease(config.checkpoint, config.storage)  # (another job's: before Spark starts)
+    try:
+        spark = _session(features, settings, args.verbose)
+    except BaseException:
+        lease.release()
+        raise
     totals = Totals()
-    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
+    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet), lease=lease)
     return totals.finish(config)
+
+
+def _session(features: tuple[str, ...], settings: dict[str, str], verbose: bool) -> Any:
+    from ticdc_spark.spark.console import quiet
+    from ticdc_spark.spark.session import local_session
+
+    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
+    quiet(spark, verbose)
+    return spark
 
 
 def _replicate_config(args: argparse.Namespace) -> tuple[Any, str]:

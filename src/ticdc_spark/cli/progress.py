@@ -4,11 +4,11 @@ status tells a run that did its job from one whose every record became a dead le
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 from ticdc_spark.cli.args import EXIT_BAD_INPUT, EXIT_OK
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
+from ticdc_spark.storage import join
 
 __all__ = ["Totals"]
 
@@ -61,8 +61,8 @@ class Totals:
         print(f"ticdc-spark replicate: {self.summary()}", file=sys.stderr)
         if not self.dead or self.first_dead is None:
             return EXIT_OK
-        directory = config.dead_letters or Path(config.checkpoint) / "dead-letters"
-        first = DeadLetterWriter(directory).first(self.first_dead) or {}
+        directory = config.dead_letters or join(str(config.checkpoint), "dead-letters")
+        first = DeadLetterWriter(directory, config.storage).first(self.first_dead) or {}
         where = f"{first.get('topic')}/{first.get('partition')}@{first.get('offset')}"
         if self.all_dead:
             print(

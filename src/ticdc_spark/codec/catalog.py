@@ -8,15 +8,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ticdc_spark.codec.base import Decoder, Encoder
-from ticdc_spark.codec.options import parse_options
+from ticdc_spark.codec.options import CommonOptions, parse_options
 from ticdc_spark.errors import UnknownProtocolError
 from ticdc_spark.filter import TableFilter
+
+if TYPE_CHECKING:
+    from ticdc_spark.storage import StorageOptions
 
 __all__ = [
     "CodecSpec",
@@ -111,19 +115,34 @@ def make_decoder(
     *,
     table_filter: TableFilter | None = None,
     stage: bool = False,
+    storage: StorageOptions | None = None,
 ) -> Decoder:
     """A decoder of protocol ``name``; with ``table_filter``, the messages of tables it filters
     out are dropped before their rows are decoded (watermarks are always kept).  ``stage``:
-    the decoder for the Spark decode stage (``CodecSpec.stage_decoder`` where there is one)."""
+    the decoder for the Spark decode stage (``CodecSpec.stage_decoder`` where there is one).
+    ``storage``: where claim-check files are read besides the environment's settings."""
     spec = get_codec(name)
     build = (spec.stage_decoder if stage else None) or spec.decoder
+    parsed = _parsed(spec, options, storage)
     if table_filter is None or table_filter.everything:
-        return build(spec.parse_options(options))
-    return build(spec.parse_options(options), table_filter=table_filter)  # type: ignore[call-arg]
+        return build(parsed)
+    return build(parsed, table_filter=table_filter)  # type: ignore[call-arg]
 
 
-def make_finisher(name: str, options: Mapping[str, Any] | None = None) -> Any:
+def make_finisher(
+    name: str, options: Mapping[str, Any] | None = None, storage: StorageOptions | None = None
+) -> Any:
     """The consumer's finisher of wire rows for protocol ``name``, or None (most protocols:
     the decode stage finishes every row)."""
     spec = get_codec(name)
-    return None if spec.finisher is None else spec.finisher(spec.parse_options(options))
+    return None if spec.finisher is None else spec.finisher(_parsed(spec, options, storage))
+
+
+def _parsed(
+    spec: CodecSpec, options: Mapping[str, Any] | None, storage: StorageOptions | None
+) -> Any:
+    """The codec's options, with the storage settings of its claim-check files."""
+    parsed = spec.parse_options(options)
+    if storage is not None and isinstance(parsed, CommonOptions):
+        parsed = dataclasses.replace(parsed, storage=storage)
+    return parsed

@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -129,6 +129,7 @@ class ClaimCheckStorage:
     """
 
     uri: str
+    storage: StorageOptions | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def store(self) -> Store:
@@ -146,7 +147,8 @@ class ClaimCheckStorage:
         if query.get("force-path-style", "").lower() == "false":
             given["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
         bucket = parts.netloc.rpartition("@")[2]
-        options = StorageOptions.from_environment(given)
+        base = self.storage or StorageOptions.from_environment()
+        options = base.updated(given)  # (the URI's own parameters win)
         return open_store(f"{_SCHEMES[scheme]}://{bucket}{parts.path}", options)
 
     def location(self, name: str) -> str:
@@ -218,7 +220,7 @@ class LargeMessages:
         self.compression = options.large_message_handle_compression
         self.hint = hint
         uri = options.claim_check_storage_uri
-        self.storage = ClaimCheckStorage(uri) if uri else None
+        self.storage = ClaimCheckStorage(uri, options.storage) if uri else None
 
     # encoding -----------------------------------------------------------------------------
 

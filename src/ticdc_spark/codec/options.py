@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, get_type_hints
 
 from ticdc_spark.errors import ConfigError
+from ticdc_spark.storage.options import StorageOptions  # (get_type_hints needs it at run time)
 
 __all__ = ["CommonOptions", "choice", "option_names", "parse_options"]
 
@@ -41,6 +42,11 @@ class CommonOptions:
     large_message_handle_compression: str = choice("none", "none", "snappy", "lz4")
     claim_check_storage_uri: str = ""
     delete_only_output_handle_key_columns: bool = False
+    # Where claim-check files are read and written besides the environment (replicate's
+    # --storage-option): given by the pipeline (make_decoder's ``storage``), never an option.
+    storage: StorageOptions | None = dataclasses.field(
+        default=None, repr=False, compare=False, metadata={"internal": True}
+    )
 
     def __post_init__(self) -> None:
         if self.max_message_bytes <= 0:
@@ -54,12 +60,17 @@ class CommonOptions:
 
 def option_names(cls: type[Any]) -> list[str]:
     """The TiCDC option keys a dataclass accepts, kebab-case."""
-    return sorted(_kebab(f.name) for f in dataclasses.fields(cls))
+    return sorted(_kebab(f.name) for f in _options(cls))
+
+
+def _options(cls: type[Any]) -> list[dataclasses.Field[Any]]:
+    """The fields of ``cls`` that are options (not the pipeline's own settings)."""
+    return [f for f in dataclasses.fields(cls) if not f.metadata.get("internal")]
 
 
 def parse_options(cls: type[T], values: Mapping[str, Any] | None = None) -> T:
     """Build options dataclass ``cls`` from TiCDC-style keys (``enable-tidb-extension``)."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in _options(cls)}
     lookup = {_kebab(name): name for name in fields}
     for name, f in fields.items():
         for other in f.metadata.get("aliases", ()):

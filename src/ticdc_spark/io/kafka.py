@@ -29,7 +29,7 @@ __all__ = [
 # Option names whose values are secrets (also given to Spark, to mask them in query plans).
 SECRET_KEY_PATTERN = (
     r"password|secret|jaas|token|credential|key\.pem|private|access[-_.]?key|sasl\.username"
-    r"|oauthbearer"
+    r"|oauthbearer|account[-_.]?key"
 )
 _SECRET_KEY_RE = re.compile(SECRET_KEY_PATTERN, re.I)
 # A URL's user info, up to the *last* "@" of the token: a password may hold "@" or "/".

@@ -28,6 +28,7 @@ from ticdc_spark.pipeline.planner import Planner
 from ticdc_spark.pipeline.policy import Mode, OnError
 from ticdc_spark.pipeline.steps import DDLStep, Step, TableChanges
 from ticdc_spark.sinks.base import TableSink
+from ticdc_spark.storage import join
 
 __all__ = ["STEPS_PER_BATCH", "Applier", "BatchReport"]
 
@@ -95,7 +96,9 @@ class Applier:
         self.sink = sink
         self.store = store
         self.mode = Mode.parse(mode)
-        self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
+        self.dead = dead_letters or DeadLetterWriter(
+            join(str(store.root), "dead-letters"), store.storage
+        )
         self.on_error = OnError.parse(on_error, (OnError.DEAD_LETTER, OnError.STOP))
         self.partitions = partitions
         self.track_commits = track_commits  # keep applied commit ts (latency measurements)
@@ -178,11 +181,11 @@ class Applier:
         damaged: list[DamagedState],
     ) -> str:
         problems = [d.short for d in damaged]
-        damaged_batches = {d.path for d in damaged}
+        damaged_files = {d.location for d in damaged}
         missing = [  # (by name: the directory is said once, so the message fits a terminal)
-            self.store.state_path(b).name
+            self.store.state_path(b).rsplit("/", 1)[-1]
             for b in range(good + 1, wanted + 1)
-            if self.store.state_path(b) not in damaged_batches
+            if self.store.state_path(b) not in damaged_files
         ]
         if missing:
             problems.append(f"missing: {', '.join(missing[-3:])}")

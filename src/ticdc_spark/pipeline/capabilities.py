@@ -18,6 +18,7 @@ from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.pipeline.policy import Mode
 from ticdc_spark.pipeline.state import SchemaVersion
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["Capabilities", "RowFinisher"]
 
@@ -61,8 +62,14 @@ class Capabilities:
     finisher: RowFinisher | None = None
 
     @classmethod
-    def of(cls, protocol: str, options: Mapping[str, Any] | None = None) -> Capabilities:
-        """A protocol's capabilities, from its codec's catalog entry."""
+    def of(
+        cls,
+        protocol: str,
+        options: Mapping[str, Any] | None = None,
+        storage: StorageOptions | None = None,
+    ) -> Capabilities:
+        """A protocol's capabilities, from its codec's catalog entry (``storage``: where its
+        finisher reads claim-check files, besides the environment's settings)."""
         spec = get_codec(protocol)
         option = spec.watermarks_option
         enabled = not option or bool(getattr(spec.parse_options(options), option.replace("-", "_")))
@@ -72,7 +79,7 @@ class Capabilities:
             watermarks_option="" if enabled else option,
             ddl=spec.ddl,
             commit_ts=spec.commit_ts,
-            finisher=make_finisher(protocol, options),
+            finisher=make_finisher(protocol, options, storage),
         )
 
     @property

@@ -14,7 +14,8 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 
-from ticdc_spark.pipeline.checkpoint.files import atomic_write
+from ticdc_spark.errors import TiCDCSparkError
+from ticdc_spark.storage import StorageOptions, open_store
 
 __all__ = ["DEAD_LETTER_FIELDS", "DeadLetterWriter", "dead_letters"]
 
@@ -46,33 +47,34 @@ def dead_letters(rows: pa.Table | None, reason: str | None = None) -> pa.Table |
 
 
 class DeadLetterWriter:
-    """Dead letters as JSON Lines (the capture format plus ``error``), one file per batch."""
+    """Dead letters as JSON Lines (the capture format plus ``error``), one file per batch,
+    in a local directory or under an object store's prefix (each file written whole)."""
 
-    def __init__(self, directory: str | Path) -> None:
-        self.directory = Path(directory)
+    def __init__(self, directory: str | Path, storage: StorageOptions | None = None) -> None:
+        self.directory = str(directory)
+        self.files = open_store(self.directory, storage)
 
     def write(self, batch: int, rows: pa.Table | None) -> int:
         """Write a batch's dead letters (key and value in base64); how many there were."""
         if rows is None or not rows.num_rows:
             return 0
-        self.directory.mkdir(parents=True, exist_ok=True)
         lines = []
         for row in rows.to_pylist():
             for name in ("key", "value"):
                 if row.get(name) is not None:
                     row[name] = base64.b64encode(row[name]).decode("ascii")
             lines.append(orjson.dumps(row) + b"\n")
-        atomic_write(self.path(batch), b"".join(lines))
+        self.files.write(_name(batch), b"".join(lines))
         return len(lines)
-
-    def path(self, batch: int) -> Path:
-        return self.directory / f"dead-letters-{batch:012d}.jsonl"
 
     def first(self, batch: int) -> dict[str, object] | None:
         """The first dead letter a batch wrote (None: none), for a summary to name."""
         try:
-            with open(self.path(batch), "rb") as lines:
-                found: dict[str, object] = orjson.loads(lines.readline())
-        except (OSError, orjson.JSONDecodeError):
+            found: dict[str, object] = orjson.loads(self.files.read(_name(batch)).split(b"\n")[0])
+        except (TiCDCSparkError, orjson.JSONDecodeError):
             return None
         return found
+
+
+def _name(batch: int) -> str:
+    return f"dead-letters-{batch:012d}.jsonl"

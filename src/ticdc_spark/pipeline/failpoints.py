@@ -36,6 +36,10 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ticdc_spark.storage import StorageOptions
 
 __all__ = ["CRASH_EXIT_CODE", "ENV", "crash_point", "set_batch", "watch_commits"]
 
@@ -88,18 +92,21 @@ def _die(where: str) -> None:
     os._exit(CRASH_EXIT_CODE)
 
 
-def watch_commits(spark_checkpoint: str | Path) -> None:
+def watch_commits(spark_checkpoint: str | Path, storage: StorageOptions | None = None) -> None:
     """For ``committed:BATCH`` points: a daemon thread that kills the process as soon as
     Spark's commit file of that batch appears (Spark writes it after ``foreachBatch``
-    returns, where no code of ours runs)."""
+    returns, where no code of ours runs), on a local disk or an object store."""
     spec = os.environ.get(ENV)
     batches = [b for b, _ in _wanted(spec, "committed")] if spec else []
     if not batches:
         return
-    commits = Path(spark_checkpoint) / "commits"
+    from ticdc_spark.storage import is_local, open_store
+
+    commits = open_store(str(spark_checkpoint), storage)
+    pause = 0.005 if is_local(str(spark_checkpoint)) else 0.05  # (a LIST request each)
 
     def newest() -> int:
-        found = [int(p.name) for p in commits.glob("*") if p.name.isdigit()]
+        found = [int(k[8:]) for k in commits.list_keys("commits/") if k[8:].isdigit()]
         return max(found, default=-1)
 
     before = newest()  # "committed" or "committed:*": the first commit of this process
@@ -110,6 +117,6 @@ def watch_commits(spark_checkpoint: str | Path) -> None:
             for batch in batches:
                 if (batch is None and latest > before) or (batch is not None and latest >= batch):
                     _die(f"committed:{latest}")
-            time.sleep(0.005)
+            time.sleep(pause)
 
     threading.Thread(target=watch, name="ticdc-crash-watch", daemon=True).start()

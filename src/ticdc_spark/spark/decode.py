@@ -11,7 +11,7 @@ to decode become ERROR rows (the dead letters) rather than failing the job, unle
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ from ticdc_spark.pipeline.changelog import ERROR, ChangelogBuilder, arrow_schema
 from ticdc_spark.pipeline.dead_letters import DEAD_LETTER_FIELDS
 from ticdc_spark.pipeline.policy import OnError
 from ticdc_spark.spark.bad_lines import split_bad_lines
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
@@ -51,37 +52,37 @@ def decode(
     on_error: str = OnError.DEAD_LETTER,
     compiled: bool = True,
     table_filter: TableFilter | None = None,
+    storage: StorageOptions | None = None,
 ) -> Any:
-    """The changelog DataFrame of a Kafka-shaped DataFrame (see
-    :mod:`ticdc_spark.pipeline.changelog`).
+    """The changelog DataFrame (:mod:`ticdc_spark.pipeline.changelog`) of a Kafka-shaped one.
 
-    ``on_error``: ``dead-letter`` (messages that fail to decode become ERROR rows) or
-    ``stop`` (the job fails on the first; ``fail`` is accepted for it too).
+    ``on_error``: ``dead-letter`` (messages that fail to decode become ERROR rows) or ``stop``
+    (the job fails on the first; ``fail`` is accepted for it too).
     ``table_filter`` (TiCDC's table-filter rules, :class:`~ticdc_spark.filter.TableFilter`)
     drops the messages of the tables it filters out before their rows are decoded: they give
-    no rows and no dead letters.
+    no rows and no dead letters.  ``storage``: claim-check files' store (over the environment).
 
-    Simple's rows name a schema version that BOOTSTRAP and DDL messages bring, possibly in
-    another task: a row whose schema its task has not met comes out as a *wire row* (images
-    null, ``value`` the message; see :mod:`ticdc_spark.pipeline.changelog`), which the
-    pipeline's consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or a
+    Simple's rows whose schema (a BOOTSTRAP's or DDL's, maybe in another task) their task
+    has not met come out as *wire rows* (images null, ``value`` the message), which the
+    consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or a
     :class:`~ticdc_spark.pipeline.planner.Planner` with ``Capabilities.of("simple")``).
 
     ``compiled=False`` keeps a protocol's Arrow batch path (Canal-JSON's compiled scanner,
     Avro's and Debezium's column-wise paths) out of use, to compare or to rule it out; the
-    result is the same.  (The codecs' compiled value
-    loops, ``ticdc_spark.codec.compiled``, stay in use: they are part of every decoder.)
+    result is the same.  (The codecs' compiled value loops, ``ticdc_spark.codec.compiled``,
+    stay in use: they are part of every decoder.)
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    fail = OnError.parse(on_error, (OnError.DEAD_LETTER, OnError.STOP)) == OnError.STOP
-    options = _checked(df, protocol, options)
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return decode_batches(
-            batches, protocol, options, fail=fail, compiled=compiled, table_filter=table_filter
-        )
-
+    run = partial(  # (the function each task runs: batches in, changelog batches out)
+        decode_batches,
+        protocol=protocol,
+        options=_checked(df, protocol, options),
+        fail=OnError.parse(on_error, (OnError.DEAD_LETTER, OnError.STOP)) == OnError.STOP,
+        compiled=compiled,
+        table_filter=table_filter,
+        storage=storage,
+    )
     return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
 
 
@@ -104,6 +105,7 @@ def decode_batches(
     fail: bool = False,
     compiled: bool = True,
     table_filter: TableFilter | None = None,
+    storage: StorageOptions | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
@@ -111,17 +113,17 @@ def decode_batches(
     records), a large one in slices; each becomes one changelog batch, in order.  Decoders
     with an Arrow path (:class:`~ticdc_spark.codec.base.ArrowBatchDecoder`: Canal-JSON, Avro,
     Debezium) get the Arrow batch and decode what it cannot with ``decode_one``; decoders
-    with a batch path (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch;
-    if the batch's Arrow conversion then finds a value the batch path let through (it leaves
-    type checks to Arrow), the batch is decoded again one message at a time, where every
-    check runs and a bad message becomes a dead letter (a decoder whose state changes with
-    the messages, :class:`~ticdc_spark.codec.base.StatefulDecoder`, is first put back where
-    it stood before the batch).  Should Arrow still refuse the rows, each record is built on
-    its own and the ones it refuses become dead letters too.
+    with a batch path (:class:`~ticdc_spark.codec.base.BatchDecoder`) get the whole batch; if
+    Arrow then refuses a value the batch path let through, the batch is decoded again one
+    message at a time (a :class:`~ticdc_spark.codec.base.StatefulDecoder` put back where it
+    stood first), where a bad message becomes a dead letter; rows Arrow still refuses are
+    built one by one, and those it refuses become dead letters too.
     """
     # (the stage's own decoder where the protocol has one: Simple leaves a row whose schema
     # this task has not met in its message, for the consumer to finish, see codec.simple)
-    decoder = make_decoder(protocol, options, table_filter=table_filter, stage=True)
+    decoder = make_decoder(
+        protocol, options, table_filter=table_filter, stage=True, storage=storage
+    )
     bad_lines: list[pa.RecordBatch] = []  # (a capture source's lines that are not records)
     records = _without_bad_lines(batches, bad_lines)
     for out in _decoded(_Stage(decoder, compiled, fail), records):

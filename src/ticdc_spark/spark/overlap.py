@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ticdc_spark.spark.failures import Failure
+from ticdc_spark.storage import Lease, LeaseLost
 
 __all__ = ["Background", "RunningPipeline"]
 
@@ -54,17 +55,26 @@ class Background:
 
 
 class RunningPipeline:
-    """The streaming query, plus the apply that may still run after Spark's last batch.
+    """The streaming query, plus the apply that may still run after Spark's last batch, and
+    the checkpoint's lease.
 
-    ``awaitTermination`` and ``stop`` return once that apply has finished too; anything else
-    is the underlying ``StreamingQuery``'s.  A query that failed on an error of ours raises
-    that error (Spark's exception as its cause), not Spark's page of frames around it.
+    ``awaitTermination`` and ``stop`` return once that apply has finished too, and release
+    the lease when the query has ended; a lease lost meanwhile stops the query.  A query that
+    failed on an error of ours raises that error (Spark's exception as its cause), not Spark's
+    page of frames around it.  Anything else is the underlying ``StreamingQuery``'s.
     """
 
-    def __init__(self, query: Any, background: Background, failure: Failure | None = None) -> None:
+    def __init__(
+        self,
+        query: Any,
+        background: Background,
+        failure: Failure | None = None,
+        lease: Lease | None = None,
+    ) -> None:
         self.query = query
         self._background = background
         self._failure = failure or Failure()
+        self._lease = lease
 
     def awaitTermination(self, timeout: float | None = None) -> bool | None:
         """Wait for the query to end (or ``timeout`` seconds), and for its last apply.
@@ -80,27 +90,46 @@ class RunningPipeline:
                 return False
             try:
                 done = bool(self.query.awaitTermination(1.0 if left is None else min(1.0, left)))
+                self._check_lease()
             except BaseException as exc:
                 self._settle()
                 self._failure.reraise(exc)
                 raise
             if done:
-                self._background.wait()
+                self._finish()
                 return True if timeout is not None else None
             if self._background.failed:
                 self.query.stop()
-                self._background.wait()  # raises the apply's error
+                self._finish()  # raises the apply's error
 
     def stop(self) -> None:
         try:
             self.query.stop()
         finally:
+            self._finish()
+
+    def _check_lease(self) -> None:
+        """Stop the query if the lease may be another job's (also while no batch comes)."""
+        if self._lease is not None:
+            try:
+                self._lease.check()
+            except LeaseLost:
+                self.query.stop()
+                raise
+
+    def _finish(self) -> None:
+        """Wait for the last apply, then give the lease up if the query has ended (not on
+        a Ctrl-C while it runs: the caller stops it, and that releases the lease)."""
+        try:
             self._background.wait()
+        finally:
+            if self._lease is not None and not self.query.isActive:
+                self._lease.release()
 
     def _settle(self) -> None:
         """Wait for the apply while the query's own error is on its way (which wins)."""
         try:
-            self._background.wait()
+            self._finish()
         except BaseException:
             log.exception("the last micro-batch's apply failed too")
 

@@ -20,7 +20,6 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +35,7 @@ from ticdc_spark.pipeline.checkpoint import (
     check_checkpoint,
     repair_spark_checkpoint,
     spark_batches,
+    state_root,
 )
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, watch_commits
@@ -49,7 +49,7 @@ from ticdc_spark.spark.failures import Failure
 from ticdc_spark.spark.overlap import Background, RunningPipeline
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 from ticdc_spark.spark.trigger import once_options, start_query
-from ticdc_spark.storage import StorageOptions
+from ticdc_spark.storage import Lease, StorageOptions, join, open_store
 
 __all__ = [
     "PipelineConfig",
@@ -58,7 +58,9 @@ __all__ = [
     "check_mode",
     "default_mode",
     "run",
+    "spark_checkpoint",
     "start",
+    "take_lease",
     "trigger_seconds",
 ]
 
@@ -116,53 +118,103 @@ def bad_line_policy(config: PipelineConfig) -> OnError:
 
 
 def start(
-    spark: Any, source_df: Any, config: PipelineConfig, on_batch: OnBatch | None = None
+    spark: Any,
+    source_df: Any,
+    config: PipelineConfig,
+    on_batch: OnBatch | None = None,
+    lease: Lease | None = None,
 ) -> RunningPipeline:
-    """Start the streaming query (``awaitTermination``/``stop`` as usual)."""
-    table_filter = TableFilter(config.table_filter)  # (a bad rule fails before anything starts)
-    capabilities = Capabilities.of(config.protocol, config.options)
-    capabilities.check_mode(config.mode)
+    """Start the streaming query (``awaitTermination``/``stop`` as usual).  The job holds
+    the checkpoint's lease (:func:`take_lease`, or ``lease`` if taken already) until the
+    query ends or is stopped."""
+    TableFilter(config.table_filter)  # (a bad rule fails before anything starts)
+    Capabilities.of(config.protocol, config.options).check_mode(config.mode)
+    OnError.parse(config.on_error, (OnError.DEAD_LETTER, OnError.STOP))
+    lease = lease or take_lease(config.checkpoint, config.storage)
+    try:
+        return _start_query(source_df, config, on_batch, lease)
+    except BaseException:
+        lease.release()
+        raise
+
+
+def _start_query(
+    source_df: Any, config: PipelineConfig, on_batch: OnBatch | None, lease: Lease
+) -> RunningPipeline:
+    """The checkpoint repaired and checked, the state recovered, the query started."""
     on_error = OnError.parse(config.on_error, (OnError.DEAD_LETTER, OnError.STOP))
-    spark_checkpoint = Path(config.checkpoint) / "spark"
-    repair_spark_checkpoint(spark_checkpoint)  # what a kill before the first batch leaves
-    check_checkpoint(config.checkpoint)
-    applier = _applier(config, capabilities, on_error)
+    spark_dir = spark_checkpoint(config.checkpoint)
+    repair_spark_checkpoint(spark_dir, config.storage)  # what a kill before the first batch leaves
+    check_checkpoint(config.checkpoint, config.storage)
+    capabilities = Capabilities.of(config.protocol, config.options, config.storage)
+    applier = _applier(config, capabilities, on_error, lease)
     changelog = decode(
-        source_df, config.protocol, config.options, on_error=on_error, table_filter=table_filter
+        source_df,
+        config.protocol,
+        config.options,
+        on_error=on_error,
+        table_filter=TableFilter(config.table_filter),
+        storage=config.storage,
     )
-    log = ChangelogLog(applier.store.root)
-    migrate_tombstones(applier)  # (tables an earlier version wrote, once: before any apply)
-    # batches a crash left logged but not applied, and states found missing or damaged
-    committed = max(spark_batches(spark_checkpoint, "commits"), default=-1)
-    for report in applier.recover(log, committed):
-        if on_batch is not None:
-            on_batch(report)
+    log = _recover(config, applier, on_batch)
     background, failure = Background(), Failure()
-    watch_commits(spark_checkpoint)  # (a test's kill point; inert by default)
     writer = (
         changelog.writeStream.foreachBatch(
             _BatchHandler(applier, log, background, config, on_batch, failure)
         )
-        .option("checkpointLocation", str(spark_checkpoint))
+        .option("checkpointLocation", spark_dir)
         .queryName("ticdc-spark")
     )
     ours = config.kafka_source == "ticdc" or not is_kafka_uri(config.source)
-    return RunningPipeline(start_query(writer, config.trigger, ours), background, failure)
+    query = start_query(writer, config.trigger, ours)
+    return RunningPipeline(query, background, failure, lease)
 
 
-def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnError) -> Applier:
+def take_lease(checkpoint: str, storage: StorageOptions) -> Lease:
+    """The single-writer lease of a checkpoint (``CHECKPOINT/ticdc/lease.json``), taken and
+    renewed from a thread; :class:`~ticdc_spark.storage.LeaseHeld` names the job that holds
+    it."""
+    lease = Lease(open_store(str(state_root(checkpoint)), storage))
+    lease.acquire()
+    lease.start_heartbeat()
+    return lease
+
+
+def spark_checkpoint(checkpoint: str) -> str:
+    """Spark's part of the checkpoint: ``CHECKPOINT/spark`` (a path or a URI)."""
+    return join(checkpoint, "spark")
+
+
+def _recover(config: PipelineConfig, applier: Applier, on_batch: OnBatch | None) -> ChangelogLog:
+    """Bring the consumer state up to Spark's commits and the logged batches (see
+    :mod:`ticdc_spark.pipeline.checkpoint`); the changelog log."""
+    spark_dir = spark_checkpoint(config.checkpoint)
+    log = ChangelogLog(applier.store.root, config.storage)
+    migrate_tombstones(applier)  # (tables an earlier version wrote, once: before any apply)
+    # batches a crash left logged but not applied, and states found missing or damaged
+    committed = max(spark_batches(spark_dir, "commits", config.storage), default=-1)
+    for report in applier.recover(log, committed):
+        if on_batch is not None:
+            on_batch(report)
+    watch_commits(spark_dir, config.storage)  # (a test's kill point; inert by default)
+    return log
+
+
+def _applier(
+    config: PipelineConfig, capabilities: Capabilities, on_error: OnError, lease: Lease | None
+) -> Applier:
     """The applier of a pipeline: its checkpoint's state store, its target's sink."""
-    store = StateStore(config.checkpoint)
+    store = StateStore(config.checkpoint, storage=config.storage, lease=lease)
     sink = make_sink(config.target, app_id=store.pipeline_id(), storage=config.storage)
     sink.changelog_tables = config.changelog_tables
-    dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
+    dead_dir = config.dead_letters or join(config.checkpoint, "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
     return Applier(
         sink,
         store,
         mode=config.mode,
         partitions=source_partitions(config.source, config.source_options) if consistent else (),
-        dead_letters=dead,
+        dead_letters=DeadLetterWriter(dead_dir, config.storage),
         on_error=on_error,
         track_commits=config.track_commits,
         capabilities=capabilities,
@@ -236,16 +288,26 @@ def trigger_seconds(trigger: str) -> float | None:
     return seconds
 
 
-def run(spark: Any, config: PipelineConfig, on_batch: OnBatch | None = None) -> None:
+def run(
+    spark: Any, config: PipelineConfig, on_batch: OnBatch | None = None, lease: Lease | None = None
+) -> None:
     """Run the pipeline until it has consumed everything (trigger once) or is stopped; each
-    micro-batch bounded (:func:`~ticdc_spark.spark.sources.bounded_source_options`)."""
+    micro-batch bounded (:func:`~ticdc_spark.spark.sources.bounded_source_options`).  The
+    checkpoint's ``lease``, if taken already, is released when the run ends."""
     options = bounded_source_options(config.source, config.protocol, config.source_options)
     if not is_kafka_uri(config.source):
         options = {k: v for k, v in options.items() if k.lower() != "onbadrecord"}
         options["onBadRecord"] = bad_line_policy(config).value
     options = once_options(options, config.trigger)  # (the end fixed at the start: trigger.py)
-    source_df = read_source(spark, config.source, options, config.checkpoint, config.kafka_source)
-    query = start(spark, source_df, config, on_batch)
+    try:
+        source_df = read_source(
+            spark, config.source, options, config.checkpoint, config.kafka_source, config.storage
+        )
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+    query = start(spark, source_df, config, on_batch, lease)
     try:
         query.awaitTermination()
     except KeyboardInterrupt:

@@ -33,6 +33,8 @@ from ticdc_spark.spark import capture_source as capture
 from ticdc_spark.spark.kafka.options import SourceConfig
 from ticdc_spark.spark.pipeline import PipelineConfig, trigger_seconds
 from ticdc_spark.spark.sources import bounded_source_options, kafka_options
+from ticdc_spark.storage import is_local
+from ticdc_spark.storage.store import local_path
 
 __all__ = ["KAFKA_OPTIONS", "preflight"]
 
@@ -113,23 +115,29 @@ def _check_names(
 
 
 def _check_checkpoint(config: PipelineConfig) -> None:
-    """A checkpoint that exists must be a directory whose Spark part is there, and switching
-    it to eventual mode must not strand the rows it holds back for the watermark."""
-    root = Path(config.checkpoint)
-    if root.exists() and not root.is_dir():
-        raise ConfigError(f"--checkpoint {root} is a file, not a directory")
-    if config.dead_letters and Path(config.dead_letters).is_file():
-        raise ConfigError(f"--dead-letters {config.dead_letters} is a file, not a directory")
-    check_checkpoint(root)
-    if Mode.parse(config.mode) == Mode.EVENTUAL and (root / "ticdc").is_dir():
-        _check_mode_switch(root)
+    """A checkpoint that exists must be a directory (or prefix) whose Spark part is there,
+    and switching it to eventual mode must not strand the rows it holds back for the
+    watermark."""
+    if config.dead_letters and is_local(config.dead_letters):
+        if Path(local_path(config.dead_letters)).is_file():
+            raise ConfigError(f"--dead-letters {config.dead_letters} is a file, not a directory")
+    started = True
+    if is_local(config.checkpoint):
+        root = Path(local_path(config.checkpoint))
+        if root.exists() and not root.is_dir():
+            raise ConfigError(f"--checkpoint {root} is a file, not a directory")
+        started = (root / "ticdc").is_dir()  # (nothing to read, and nothing to create)
+    check_checkpoint(config.checkpoint, config.storage)
+    if started and Mode.parse(config.mode) == Mode.EVENTUAL:
+        _check_mode_switch(config)
 
 
-def _check_mode_switch(root: Path) -> None:
+def _check_mode_switch(config: PipelineConfig) -> None:
     """Rows held for the watermark (consistent mode) are released in eventual mode by the
     next micro-batch, and there may be none (``--trigger once`` with nothing new: the run
     ends with them still held); so such a checkpoint goes on in consistent mode only."""
-    store = StateStore(root)
+    root = config.checkpoint
+    store = StateStore(root, storage=config.storage)
     latest = store.latest()
     try:
         held = store.read(latest).held if latest >= 0 else None

@@ -13,6 +13,8 @@ from typing import Any
 
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.io.kafka import SECRET_KEY_PATTERN, is_kafka_uri, parse_kafka_uri, redact
+from ticdc_spark.spark.kafka.options import storage_source_options
+from ticdc_spark.storage import StorageOptions, is_local, join
 
 __all__ = [
     "DEFAULT_CHANGES_PER_BATCH",
@@ -43,11 +45,11 @@ def read_source(
     options: Mapping[str, str] | None = None,
     checkpoint: str | None = None,
     kafka_source: str = "ticdc",
+    storage: StorageOptions | None = None,
 ) -> Any:
-    """A streaming DataFrame with Spark's Kafka-source columns for a source spec.  With a
-    ``checkpoint`` (the pipeline's), a Kafka source keeps the initial offsets it resolved
-    there, so a restart re-running batch 0 starts where the first run did.  A ``kafka://``
-    source is read by ours, or with ``kafka_source="spark"`` by Spark's own."""
+    """A streaming DataFrame with Spark's Kafka-source columns for a source spec.  Our Kafka
+    source keeps the initial offsets it resolved in ``checkpoint`` (on ``storage``), for a
+    restart that re-runs batch 0; ``kafka_source="spark"``: Spark's source instead."""
     options = dict(options or {})
     if is_kafka_uri(source) and kafka_source != "ticdc":
         from ticdc_spark.spark.spark_kafka import read_spark_kafka
@@ -56,7 +58,7 @@ def read_source(
         return read_spark_kafka(spark, kafka_options(source, options), kafka_source)
     if is_kafka_uri(source):
         if checkpoint is not None and not any(k.lower() == "initialoffsetspath" for k in options):
-            options["initialOffsetsPath"] = str(Path(checkpoint) / "kafka-initial-offsets.json")
+            options |= _initial_offsets_options(checkpoint, storage)
         from ticdc_spark.spark.kafka.source import register
 
         register(spark)
@@ -77,6 +79,15 @@ def read_source(
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def _initial_offsets_options(checkpoint: str, storage: StorageOptions | None) -> dict[str, str]:
+    """Where our Kafka source keeps its initial offsets: in the checkpoint (and, on an object
+    store, the store's settings: the source runs in Python workers Spark starts)."""
+    options = {"initialOffsetsPath": join(checkpoint, "kafka-initial-offsets.json")}
+    if storage is not None and not is_local(checkpoint):
+        options |= storage_source_options(storage)
+    return options
 
 
 def _mask_secret_options(spark: Any) -> None:

@@ -16,6 +16,11 @@ the same on a local disk and on a store without rename or locks:
   to live, by its own clock, and takes it over (compare-and-swap) only if nothing renewed it
   meanwhile.  So a takeover never trusts another machine's clock: a skewed clock can only
   make a job wait, or refuse, never run beside a live holder.
+* a lease left by a crashed job **of this machine** is taken over at once: the lease names
+  the holder's machine (the kernel's boot id and the holder's pid namespace, so a container
+  with the same host name is another machine), and a process that is gone cannot renew.
+  (A restart after ``kill -9`` need not wait two times to live.  A pid taken meanwhile by
+  another process looks alive: that only makes the job wait for the lease to go stale.)
 * a job that **ends** marks the lease released (compare-and-swap), and the next job takes it
   at once.
 
@@ -39,6 +44,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -71,6 +77,7 @@ class Holder:
     renewed: float  # the holder's clock, seconds since the epoch
     ttl: float
     released: bool = False
+    machine: str = ""  # this_machine() of the holder ("": unknown, never taken over at once)
 
     @classmethod
     def parse(cls, data: bytes) -> Holder:
@@ -82,6 +89,29 @@ class Holder:
 
     def describe(self) -> str:
         return f"the job on {self.host} (pid {self.pid}, started {self.started})"
+
+
+def this_machine() -> str:
+    """What tells this machine's processes from other machines': the kernel's boot id and
+    this process's pid namespace (Linux); "" where there is no such thing."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return ""
+
+
+def _gone(held: Holder) -> bool:
+    """Whether the holder is a process of this machine that no longer runs."""
+    if not held.machine or held.machine != this_machine() or held.pid == os.getpid():
+        return False
+    try:
+        os.kill(held.pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (EPERM: it runs, as another user)
+        return False
+    return False
 
 
 def _now_iso(clock: Callable[[], float]) -> str:
@@ -99,11 +129,18 @@ class Lease:
         ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        machine: str | None = None,
     ) -> None:
         self.store, self.key, self.ttl = store, key, ttl
         self._clock, self._sleep = clock, sleep
         self._mine = Holder(
-            uuid.uuid4().hex, socket.gethostname(), os.getpid(), _now_iso(clock), clock(), ttl
+            uuid.uuid4().hex,
+            socket.gethostname(),
+            os.getpid(),
+            _now_iso(clock),
+            clock(),
+            ttl,
+            machine=this_machine() if machine is None else machine,
         )
         self._version: str | None = None
         self._lost: str | None = None
@@ -130,13 +167,17 @@ class Lease:
             if held.token == self._mine.token:  # (our create's answer was lost and resent)
                 self._version = version
                 return
-            if not held.released and (
+            gone = not held.released and _gone(held)
+            if not (held.released or gone) and (
                 self._fresh(held) or not self._stale_after_watching(held, version)
             ):
                 raise LeaseHeld(self._refusal(held))
             if self.store.replace(self.key, self._body(), version) and self._confirm():
                 if not held.released:
-                    log.warning("took over the lease %s from %s", self.where, held.describe())
+                    why = ", which no longer runs" if gone else ""
+                    log.warning(
+                        "took over the lease %s from %s%s", self.where, held.describe(), why
+                    )
                 return
 
     def _fresh(self, held: Holder) -> bool:
@@ -192,8 +233,8 @@ class Lease:
     def _probe_conditional_writes(self) -> None:
         """Refuse a store that ignores put-if-absent: it could not keep two jobs apart."""
         probe = f"{self.key}.probe-{uuid.uuid4().hex}"
+        first = self.store.create(probe, b"{}")  # (a store that refuses us: its own error)
         try:
-            first = self.store.create(probe, b"{}")
             second = self.store.create(probe, b"{}")
         finally:
             self.store.delete(probe)

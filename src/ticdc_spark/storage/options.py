@@ -9,7 +9,8 @@ environment variables' names, and translates them for
 
 * our own storage layer (:mod:`ticdc_spark.storage.store`: obstore's keys),
 * delta-rs (``storage_options``: the same object_store keys, upper case),
-* pyiceberg (FileIO properties: ``s3.endpoint``, ``adls.account-key``, ...),
+* pyiceberg (FileIO properties: ``s3.endpoint``, ``adls.account-key``, ..., and its S3
+  client's retries: :mod:`~ticdc_spark.storage.arrow_retries`),
 * Spark's S3A connector (``spark.hadoop.fs.s3a.*``).
 
 Secrets (keys, tokens) never leave through ``repr`` or ``str``: only through the
@@ -25,6 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from ticdc_spark.errors import ConfigError
+from ticdc_spark.storage.arrow_retries import strategy_path
 
 __all__ = ["StorageOptions", "parse_storage_options"]
 
@@ -70,6 +72,7 @@ _BY_NAME = {k.name: k for k in _KEYS} | {a: k for k in _KEYS for a in k.aliases}
 # How often and how long a request is retried (5xx answers, refused or dropped connections):
 # object_store's defaults are 10 times within 3 minutes.  Not environment variables.
 RETRIES = "MAX_RETRIES"
+DEFAULT_RETRIES = 10
 RETRY_TIMEOUT = "RETRY_TIMEOUT"  # seconds
 _RETRY_KEYS = (RETRIES, RETRY_TIMEOUT)
 _SCHEMES = {"s3": "AWS_", "s3a": "AWS_", "gs": "GOOGLE_", "az": "AZURE_", "abfs": "AZURE_"}
@@ -124,6 +127,11 @@ class StorageOptions:
             values["AWS_ENDPOINT_URL"] = env["AWS_ENDPOINT_URL_S3"]
         values |= {_canonical(k): v for k, v in (options or {}).items()}
         return cls(values)
+
+    def updated(self, options: Mapping[str, str]) -> StorageOptions:
+        """These settings with ``options`` (any spelling :func:`parse_storage_options` takes)
+        over them."""
+        return StorageOptions({**self.values, **{_canonical(k): v for k, v in options.items()}})
 
     def __repr__(self) -> str:
         shown = {k: "***" if self._secret(k) else v for k, v in sorted(self.values.items())}
@@ -198,6 +206,9 @@ class StorageOptions:
         if "AWS_ENDPOINT_URL" in self.values:
             hosted = _truthy(self.values.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST", "false"))
             props["s3.force-virtual-addressing"] = str(hosted).lower()
+        # (pyarrow's S3 client retries twice by default: object_store's retries instead)
+        retries = int(self.values.get(RETRIES, DEFAULT_RETRIES))
+        props["s3.retry-strategy-impl"] = strategy_path(retries)
         return props
 
     def spark_s3a(self) -> dict[str, str]:

@@ -1,13 +1,15 @@
 """The pipeline's checkpoint: the consumer state, the changelog log, and their repair.
 
-The checkpoint directory holds two parts that must agree (see docs/pipeline.md):
+The checkpoint (a local directory or an object store's prefix: :mod:`ticdc_spark.storage`)
+holds two parts that must agree (see docs/pipeline.md):
 
 * ``spark/``: Spark's own. ``offsets/N`` is written before micro-batch N runs, ``commits/N``
   after ``foreachBatch`` returned; both through a hidden temporary file (``.N.<uuid>.tmp``)
-  renamed into place.
+  renamed into place (on S3, through Hadoop's S3A connector: a copy, then a delete).
 * ``ticdc/``: the consumer's. ``state-N.json`` (+ ``held-N.arrow``) is the consumer state
   after batch N, ``wal/changelog-N.arrow`` batch N's changelog, ``pipeline.json`` the id
-  the sinks record step versions under.
+  the sinks record step versions under, ``lease.json`` the job that runs on it
+  (:class:`~ticdc_spark.storage.Lease`).
 
 What a kill can leave, and what a start does about it:
 
@@ -21,8 +23,10 @@ What a kill can leave, and what a start does about it:
   missing and what to do.
 
 Modules: :mod:`.store` (the consumer state per micro-batch), :mod:`.wal` (the changelog
-log), :mod:`.files` (writes that survive a kill: synced, renamed, directory synced),
-:mod:`.repair` (the checks and the repair at a start).
+log), :mod:`.files` (Arrow IPC files as bytes), :mod:`.repair` (the checks and the repair
+at a start).  Every file is written whole through a :class:`~ticdc_spark.storage.Store`:
+on a local disk synced, renamed into place and its directory synced; on an object store a
+single PUT.
 """
 
 from ticdc_spark.errors import CheckpointError, DamagedState
@@ -31,7 +35,7 @@ from ticdc_spark.pipeline.checkpoint.repair import (
     repair_spark_checkpoint,
     spark_batches,
 )
-from ticdc_spark.pipeline.checkpoint.store import StateStore
+from ticdc_spark.pipeline.checkpoint.store import StateStore, state_root
 from ticdc_spark.pipeline.checkpoint.wal import ChangelogLog
 
 __all__ = [
@@ -42,4 +46,5 @@ __all__ = [
     "check_checkpoint",
     "repair_spark_checkpoint",
     "spark_batches",
+    "state_root",
 ]

@@ -11,13 +11,12 @@ import math
 import os
 import re
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from pyspark.sql.datasource import InputPartition
 
-from ticdc_spark.errors import ConfigError, TiCDCSparkError
+from ticdc_spark.errors import ConfigError, ObjectNotFound, TiCDCSparkError
 from ticdc_spark.io.kafka import redact
 from ticdc_spark.spark.kafka.options import (
     EARLIEST,
@@ -28,6 +27,8 @@ from ticdc_spark.spark.kafka.options import (
     parse_spec,
     report_data_loss,
 )
+from ticdc_spark.storage import StorageOptions, Store, is_local, open_store
+from ticdc_spark.storage.store import local_path
 
 __all__ = [
     "OffsetReader",
@@ -337,27 +338,40 @@ def with_new_partitions(
     return since
 
 
-def load_offsets(path: str | None) -> Offsets | None:
-    if not path or not os.path.exists(path):
+def _offsets_file(path: str, storage: StorageOptions | None) -> tuple[Store, str]:
+    """The store holding ``path`` (a local path or a URI) and the file's name in it."""
+    if is_local(path):
+        local = os.path.abspath(local_path(path))
+        return open_store(os.path.dirname(local), storage), os.path.basename(local)
+    parent, _, name = path.rstrip("/").rpartition("/")
+    return open_store(parent, storage), name
+
+
+def load_offsets(path: str | None, storage: StorageOptions | None = None) -> Offsets | None:
+    """The initial offsets kept in ``path`` (None: none kept yet)."""
+    if not path:
         return None
+    store, name = _offsets_file(path, storage)
     try:
-        with open(path, encoding="utf-8") as stored:
-            loaded = json.load(stored)
+        loaded = json.loads(store.read(name))
         return {t: {str(p): int(o) for p, o in ps.items()} for t, ps in loaded.items()}
-    except (OSError, ValueError, AttributeError, TypeError) as exc:
+    except ObjectNotFound:
+        return None
+    except (ValueError, AttributeError, TypeError) as exc:
         raise TiCDCSparkError(f"cannot read the initial offsets in {path}: {exc}") from None
 
 
-def store_offsets(path: str | None, offsets: Offsets) -> None:
+def store_offsets(
+    path: str | None, offsets: Offsets, storage: StorageOptions | None = None
+) -> Offsets:
+    """Keep ``offsets`` in ``path`` unless some are kept there already (put-if-absent: of
+    two first runs, both go on from the first's); the offsets kept."""
     if not path:
-        return
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    temporary = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(temporary, "w", encoding="utf-8") as out:
-        json.dump(offsets, out, sort_keys=True)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
+        return offsets
+    store, name = _offsets_file(path, storage)
+    if store.create(name, json.dumps(offsets, sort_keys=True).encode()):
+        return offsets
+    return load_offsets(path, storage) or offsets
 
 
 def limit_offsets(start: Offsets, end: Offsets, budget: int) -> Offsets:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.io.kafka import client_config
+from ticdc_spark.storage import StorageOptions
 
 __all__ = [
     "EARLIEST",
@@ -25,6 +26,7 @@ __all__ = [
     "headers_included",
     "parse_spec",
     "report_data_loss",
+    "storage_source_options",
 ]
 
 log = logging.getLogger(__name__)
@@ -220,6 +222,8 @@ class SourceConfig:
     fail_on_data_loss: bool
     poll_timeout_s: float
     initial_offsets_path: str | None = None
+    # where that path's store is (``storage.<NAME>`` options: see storage_source_options)
+    storage: StorageOptions | None = field(default=None, repr=False)
     starting_times: Timestamps | None = None  # outranks ``starting``
     ending_times: Timestamps | None = None  # outranks ``ending``
     latest_when_no_match: bool = False  # startingOffsetsByTimestampStrategy=latest
@@ -268,6 +272,7 @@ class SourceConfig:
             fail_on_data_loss=lowered.get("failondataloss", "true").lower() != "false",
             poll_timeout_s=int(lowered.get("kafkaconsumer.polltimeoutms", "120000")) / 1000,
             initial_offsets_path=lowered.get("initialoffsetspath") or None,
+            storage=_storage(options),
             starting_times=Timestamps.parse(lowered, _STARTING_OPTIONS),
             ending_times=Timestamps.parse(lowered, _ENDING_OPTIONS),
             latest_when_no_match=_latest_when_no_match(lowered),
@@ -282,6 +287,25 @@ class SourceConfig:
             group_prefix=lowered.get("groupidprefix")
             or ("spark-kafka-relation" if mode == "batch" else "spark-kafka-source"),
         )
+
+
+STORAGE_PREFIX = "storage."
+
+
+def storage_source_options(storage: StorageOptions) -> dict[str, str]:
+    """Storage settings as source options (``storage.AWS_ENDPOINT_URL``, ...): how the
+    source's Python workers, which Spark starts, learn where ``initialOffsetsPath`` is.
+    The secrets' names match Spark's redaction of options (see ``io.kafka.SECRET_KEY_PATTERN``)."""
+    return {STORAGE_PREFIX + k: v for k, v in storage.values.items()}
+
+
+def _storage(options: Mapping[str, str]) -> StorageOptions | None:
+    given = {
+        k[len(STORAGE_PREFIX) :]: v
+        for k, v in options.items()
+        if k.lower().startswith(STORAGE_PREFIX)
+    }
+    return StorageOptions.from_environment(given) if given else None
 
 
 def _flag(lowered: Mapping[str, str], name: str) -> bool:

@@ -123,14 +123,16 @@ class _StreamReader(DataSourceStreamReader):
         reader's life, and in ``initialOffsetsPath`` across restarts when that is set (Spark
         keeps them in the query's checkpoint, which a Python source is not told)."""
         if self.initial is None:
-            self.initial = load_offsets(self.config.initial_offsets_path)
+            self.initial = load_offsets(self.config.initial_offsets_path, self.config.storage)
         if self.initial is None:
             metadata = OffsetReader(self.config)
             try:
                 self.initial = metadata.starting(LATEST)
             finally:
                 metadata.close()
-            store_offsets(self.config.initial_offsets_path, self.initial)
+            self.initial = store_offsets(
+                self.config.initial_offsets_path, self.initial, self.config.storage
+            )
         return canonical(self.initial)
 
     def latestOffset(self) -> Offsets:
