@@ -53,7 +53,8 @@ def spark():  # type: ignore[no-untyped-def]
     """One local SparkSession for the whole test run (starting one takes 6-12 s)."""
     from ticdc_spark.spark.session import local_session
 
-    session = local_session("ticdc-spark-tests")
+    # (Delta's and Iceberg's Spark integrations: the Spark-native sinks' tests)
+    session = local_session("ticdc-spark-tests", features=("delta", "iceberg"))
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

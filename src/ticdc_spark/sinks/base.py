@@ -51,6 +51,8 @@ def live(rows: Any) -> Any:
 
     if rows is None:
         return rows
+    if OP not in rows.column_names:  # a live table (no tombstones)
+        return rows.drop_columns([COMMIT_TS])
     kept = rows.filter(pc.not_equal(rows[OP], DELETE_OP))
     return kept.drop_columns([COMMIT_TS, OP])
 

@@ -27,6 +27,8 @@ SPARK_VERSION = "4.1.1"
 
 DELTA = "io.delta:delta-spark_2.13:4.3.1"
 ICEBERG = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
+# The driver of SQLite catalogs (pyiceberg's SqlCatalog, read by Iceberg's JDBC catalog).
+SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.53.4.0"
 KAFKA = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"
 # Spark 4.1's Hadoop client is 3.4.2: the S3A connector must be the same release.
 S3A = "org.apache.hadoop:hadoop-aws:3.4.2"
@@ -34,7 +36,7 @@ S3A = "org.apache.hadoop:hadoop-aws:3.4.2"
 # What each feature needs on the JVM's class path.
 FEATURES: dict[str, tuple[str, ...]] = {
     "delta": (DELTA,),
-    "iceberg": (ICEBERG,),
+    "iceberg": (ICEBERG, SQLITE_JDBC),
     "kafka": (KAFKA,),
     "s3": (S3A,),
 }
