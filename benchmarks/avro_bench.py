@@ -34,13 +34,13 @@ import orjson
 from fastavro import parse_schema, schemaless_reader
 
 from pipeline_bench import timed, transfer_floor  # (the transfer floor, shared)
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.avro.registry import registry
 from ticdc_spark.codec.base import ArrowBatchDecoder
 from ticdc_spark.model import RowChange, RowKind
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.spark.session import ARROW_BATCH_CONF
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 OPTIONS = {"enable-tidb-extension": "true"}
 # The records per Arrow batch the Spark stage's Python workers get.
@@ -222,7 +222,7 @@ def decode_stage(url: str, count: int, rounds: int) -> None:
 
 
 def main() -> None:
-    from ticdc_spark.io.registry_server import RegistryServer
+    from ticdc_spark.testing.registry_server import RegistryServer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=20_000)

@@ -33,7 +33,7 @@ from ticdc_spark.codec import Message, compiled, make_decoder, make_encoder
 from ticdc_spark.codec.simple import avro as simple_avro
 from ticdc_spark.codec.simple.dialect import avro_dialect
 from ticdc_spark.model import RowChange, RowKind, TableSchema
-from ticdc_spark.workload import Workload, alltypes_schema, sbtest_schema
+from ticdc_spark.testing.workload import Workload, alltypes_schema, sbtest_schema
 
 # (row label, protocol, options)
 PROTOCOLS: list[tuple[str, str, dict[str, str]]] = [

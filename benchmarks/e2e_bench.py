@@ -27,9 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from kafka_broker import ONE_RECORD_PER_REQUEST, Broker
 from ticdc_spark.dispatch import TopicRouter
-from ticdc_spark.produce import produce_workload
-from ticdc_spark.spark.pipeline import PipelineConfig, read_source, start
-from ticdc_spark.workload import Workload
+from ticdc_spark.spark.pipeline import PipelineConfig, start
+from ticdc_spark.spark.sources import read_source
+from ticdc_spark.testing.produce import produce_workload
+from ticdc_spark.testing.workload import Workload
 
 PROTOCOL_OPTIONS = {"canal-json": {"enable-tidb-extension": "true"}, "open-protocol": {}}
 

@@ -50,7 +50,7 @@ from typing import Any
 from ticdc_spark.codec import make_encoder
 from ticdc_spark.model import RowChange
 from ticdc_spark.spark.session import ARROW_BATCH_CONF, local_session
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 CANAL = {"enable-tidb-extension": "true"}
 
@@ -274,7 +274,7 @@ def transfer_floor(
     parse floor)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from ticdc_spark.changelog import arrow_schema
+    from ticdc_spark.pipeline.changelog import arrow_schema
     from ticdc_spark.spark.decode import SOURCE_COLUMNS
 
     answer, batch_id = _answers(df, protocol, options or CANAL)
@@ -342,7 +342,7 @@ def _answers(df: Any, protocol: str, options: dict[str, str]) -> tuple[str, Any]
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from ticdc_spark.changelog import arrow_schema
+        from ticdc_spark.pipeline.changelog import arrow_schema
 
         task = TaskContext.get().partitionId()  # type: ignore[union-attr]
         inputs: list[list[int]] = []

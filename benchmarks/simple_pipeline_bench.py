@@ -27,11 +27,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder, make_finisher
-from ticdc_spark.consume import ConsumerState, Planner
 from ticdc_spark.model import Bootstrap, RowChange
-from ticdc_spark.workload import Workload
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
+from ticdc_spark.pipeline.planner import Planner
+from ticdc_spark.pipeline.state import ConsumerState
+from ticdc_spark.testing.workload import Workload
 
 NO_BOOTSTRAPS = {"send-bootstrap-interval-in-sec": "0", "send-bootstrap-in-msg-count": "0"}
 
@@ -60,7 +62,8 @@ def stage(encoding: str, batch: list[Message]) -> Any:
 def plan(encoding: str, changelog: Any, state: ConsumerState | None) -> Any:
     finisher = make_finisher("simple", {"encoding-format": encoding})
     copy = ConsumerState(versions=dict(state.versions)) if state else ConsumerState()
-    return Planner("eventual", copy, rows_define_schema=True, finisher=finisher).plan(changelog)
+    simple = Capabilities(finisher=finisher)  # (rows define the schema: a finisher)
+    return Planner("eventual", copy, capabilities=simple).plan(changelog)
 
 
 def best(repeat: int, work: Callable[[], Any]) -> float:
@@ -90,7 +93,9 @@ def measure(encoding: str, count: int, repeat: int) -> None:
     assert wire["value"].null_count == 0
     state = ConsumerState()
     finisher = make_finisher("simple", {"encoding-format": encoding})
-    Planner("eventual", state, finisher=finisher).plan(stage(encoding, bootstraps))
+    Planner("eventual", state, capabilities=Capabilities(finisher=finisher)).plan(
+        stage(encoding, bootstraps)
+    )
     timed = [
         ("stage", lambda: stage(encoding, bootstraps + rows), lambda: stage(encoding, rows)),
         ("plan", lambda: plan(encoding, known, None), lambda: plan(encoding, wire, state)),

@@ -7,14 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.apply import Applier, StateStore, protocol_planning
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
-from ticdc_spark.produce import Producer
+from ticdc_spark.io.producer import Producer
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
+from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.sinks.base import TableSink, live
-from ticdc_spark.verify import compare_tables
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.verify import compare_tables
+from ticdc_spark.testing.workload import Workload
 
 
 class ListOutput:
@@ -95,7 +97,10 @@ def run_batches(
     start: int = 0,
 ) -> Applier:
     applier = Applier(
-        sink, StateStore(checkpoint), mode=mode, **protocol_planning(protocol, options)
+        sink,
+        StateStore(checkpoint),
+        mode=mode,
+        capabilities=Capabilities.of(protocol, options),
     )
     for number, batch in enumerate(batches, start):
         applier.apply(changelog(batch, protocol, options), number)

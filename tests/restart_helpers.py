@@ -217,16 +217,19 @@ def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> 
     (the protocol's default codec options)."""
     import pyarrow as pa
 
-    from ticdc_spark.apply import Applier, ChangelogLog, StateStore, protocol_planning
-    from ticdc_spark.checkpoint import spark_batches
-    from ticdc_spark.crashpoints import crash_point
-    from ticdc_spark.spark.pipeline import make_sink
+    from ticdc_spark.pipeline.apply import Applier
+    from ticdc_spark.pipeline.capabilities import Capabilities
+    from ticdc_spark.pipeline.checkpoint import ChangelogLog, StateStore, spark_batches
+    from ticdc_spark.pipeline.failpoints import crash_point
+    from ticdc_spark.sinks import make_sink
 
     commits = Path(checkpoint) / "spark" / "commits"
     commits.mkdir(parents=True, exist_ok=True)
     store = StateStore(checkpoint)
     applier = Applier(
-        make_sink(target_spec, app_id=store.pipeline_id()), store, **protocol_planning(protocol)
+        make_sink(target_spec, app_id=store.pipeline_id()),
+        store,
+        capabilities=Capabilities.of(protocol),
     )
     log = ChangelogLog(store.root)
     committed = max(spark_batches(commits.parent, "commits"), default=-1)

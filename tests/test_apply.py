@@ -15,9 +15,10 @@ from pipeline_helpers import (
     produce,
     run_batches,
 )
-from ticdc_spark.apply import Applier, ChangelogLog, StateStore
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.checkpoint import ChangelogLog, StateStore
 from ticdc_spark.sinks.delta import DeltaSink
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 PROTOCOLS = [("canal-json", {"enable-tidb-extension": "true"}), ("open-protocol", {})]
 
@@ -85,7 +86,8 @@ def test_replaying_a_batch_after_a_crash_changes_nothing(tmp_path: Path) -> None
 
 def test_a_ddl_is_a_barrier_for_its_own_table_only(tmp_path: Path) -> None:
     from pipeline_helpers import changelog
-    from ticdc_spark.consume import DDLStep, Planner, TableChanges
+    from ticdc_spark.pipeline.planner import Planner
+    from ticdc_spark.pipeline.steps import DDLStep, TableChanges
 
     protocol, options = PROTOCOLS[0]
     workload = Workload(seed=15, rows=600, tables=3, watermark_every=4, ddl_every=10)
@@ -244,7 +246,9 @@ def test_rows_held_past_the_bound_stop_the_batch_naming_the_partition_behind() -
     ``max_held_rows`` planning stops with an error naming it, rather than grow the driver's
     memory with the stream; within the bound the same batch plans (and holds) as before."""
     from pipeline_helpers import changelog
-    from ticdc_spark.consume import ConsumerState, HeldRowsExceeded, Planner
+    from ticdc_spark.errors import HeldRowsExceeded
+    from ticdc_spark.pipeline.planner import Planner
+    from ticdc_spark.pipeline.state import ConsumerState
 
     protocol, options = PROTOCOLS[0]
     workload = Workload(seed=16, rows=200, tables=2, watermark_every=4)

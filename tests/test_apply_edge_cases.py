@@ -12,10 +12,12 @@ import orjson
 import pyarrow as pa
 import pytest
 
-from ticdc_spark.apply import Applier, StateStore
-from ticdc_spark.changelog import ChangelogBuilder
-from ticdc_spark.consume import Planner, TableChanges
 from ticdc_spark.model import DDLEvent, DDLType, Watermark
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
+from ticdc_spark.pipeline.checkpoint import StateStore
+from ticdc_spark.pipeline.planner import Planner
+from ticdc_spark.pipeline.steps import TableChanges
 from ticdc_spark.sinks.base import live
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.sinks.iceberg import IcebergSink

@@ -29,9 +29,9 @@ from ticdc_spark.codec.avro.registry import Retries, SchemaRegistry, registry
 from ticdc_spark.codec.avro.wire import frame
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import ConfigError, DecodeError, EncodeError, RegistryError
-from ticdc_spark.io.registry_server import RegistryServer
+from ticdc_spark.io.producer import CaptureStreamOutput, Producer
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
-from ticdc_spark.produce import CaptureStreamOutput, Producer
+from ticdc_spark.testing.registry_server import RegistryServer
 from ticdc_spark.types import ColumnType as T
 
 FIXTURES = Path(__file__).parent / "fixtures" / "avro"

@@ -23,19 +23,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from contract.helpers import kafka_batch
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.avro.columns import base64_texts, column_text
 from ticdc_spark.codec.avro.dialect import dialect_for
+from ticdc_spark.codec.avro.plan import field_kinds
 from ticdc_spark.codec.avro.registry import registry
-from ticdc_spark.codec.avro.vectorized import field_kinds, read_columns
+from ticdc_spark.codec.avro.vectorized import read_columns
 from ticdc_spark.codec.avro.wire import HEADER_SIZE, frame
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import RowChange, RowKind, TableSchema
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.spark.decode import decode_batches
+from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import parse_column_type
-from ticdc_spark.workload import Workload
 
 URL = "mock://avro-batch"
 OPTIONS = {"schema-registry": URL, "enable-tidb-extension": "true"}

@@ -17,10 +17,16 @@ from hypothesis import strategies as st
 from contract.helpers import examples
 from pipeline_helpers import changelog, live, run_batches
 from ticdc_spark.codec import Message, make_encoder
-from ticdc_spark.consume import ConsumerState, Planner, TableChanges
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.planner import Planner
+from ticdc_spark.pipeline.state import ConsumerState
+from ticdc_spark.pipeline.steps import TableChanges
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.types import ColumnType
+
+# rows placed by their partition position, as for a protocol without a commit ts on every row
+BY_POSITION = Capabilities(commit_ts=False)
 
 SCHEMA = TableSchema(
     "shop",
@@ -57,7 +63,7 @@ def apply(options: dict[str, str], batches: list[list[Message]]) -> list[dict[in
     stored: dict[int, tuple[int, str, str | None]] = {}  # id -> (commit ts, op, v)
     states, state = [], ConsumerState()
     for batch in batches:
-        plan = Planner("eventual", state, place_by_position=True).plan(
+        plan = Planner("eventual", state, capabilities=BY_POSITION).plan(
             changelog(batch, "avro", options)
         )
         for step in plan.steps:
@@ -119,7 +125,7 @@ def test_a_transaction_keeps_one_place_and_a_resend_rises_above_it() -> None:
     rows += [row(RowKind.INSERT, 3, "c", 110), rows[0]]  # (key 1 re-sent: at 110 + 1)
     after = RowChange(RowKind.INSERT, SCHEMA, ts(110) + 1, None, {"id": 4, "v": "d"})
     stream = messages(EXTENSION, [*rows, after])
-    plan = Planner("eventual", ConsumerState(), place_by_position=True).plan(
+    plan = Planner("eventual", ConsumerState(), capabilities=BY_POSITION).plan(
         changelog(stream, "avro", EXTENSION)
     )
     places = {

@@ -11,14 +11,16 @@ import pyarrow as pa
 import pytest
 
 from pipeline_helpers import assert_matches, changelog, interleave, live, produce, run_batches
-from ticdc_spark.apply import Applier, StateStore
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema, compose_ts
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.spark.pipeline import check_mode, default_mode
+from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import ColumnType as T
-from ticdc_spark.workload import Workload
 
 PK = (Index("PRIMARY", ("id",), primary=True, unique=True),)
 V1 = TableSchema("shop", "t", (Column("id", T("int"), False), Column("a", T("int"))), PK)
@@ -140,7 +142,8 @@ def test_a_partition_s_first_rows_add_their_columns_whatever_else_the_batch_carr
             message.topic, message.partition, message.offset = "shop_t", partition, offset
     sink = DeltaSink(tmp_path / "lake")
     store = StateStore(tmp_path / "checkpoint")
-    applier = Applier(sink, store, mode="eventual", rows_define_schema=True, place_by_position=True)
+    avro = Capabilities(ddl=False, commit_ts=False)  # (rows define the schema, by position)
+    applier = Applier(sink, store, mode="eventual", capabilities=avro)
     applier.apply(changelog(p0[:1], "avro", options), 0)
     # each partition decoded by a decoder of its own, as Spark's tasks do
     both = pa.concat_tables([changelog(p1, "avro", options), changelog(p0[1:], "avro", options)])

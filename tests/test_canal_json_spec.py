@@ -404,8 +404,8 @@ def test_a_row_message_of_an_unknown_type_is_an_error_not_a_dropped_ddl(kind: ob
     ignored, losing its rows without a trace."""
     import pyarrow as pa
 
-    from ticdc_spark.changelog import ChangelogBuilder
     from ticdc_spark.errors import DecodeError
+    from ticdc_spark.pipeline.changelog import ChangelogBuilder
     from ticdc_spark.spark.decode import decode_batches
 
     obj = {

@@ -18,11 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline_helpers import canal_message, produce
-from ticdc_spark.changelog import arrow_schema
 from ticdc_spark.codec import make_decoder
 from ticdc_spark.codec.canal_json import arrow as canal_arrow
+from ticdc_spark.codec.canal_json import native
+from ticdc_spark.pipeline.changelog import arrow_schema
 from ticdc_spark.spark.decode import _Records, decode_batches
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 OPTIONS = {"enable-tidb-extension": "true"}
 
@@ -74,13 +75,13 @@ def _messages() -> tuple[bytes, ...]:
 
 def test_the_scanner_is_built_where_ci_requires_it() -> None:
     if os.environ.get("TICDC_SPARK_REQUIRE_NATIVE") == "1":
-        assert canal_arrow.native_scanner()
-    if not canal_arrow.native_scanner():
+        assert native.native_scanner()
+    if not native.native_scanner():
         pytest.skip("built without a C compiler: the pure Python path is the one in use")
 
 
 needs_scanner = pytest.mark.skipif(
-    not canal_arrow.native_scanner(), reason="the compiled scanner is not built"
+    not native.native_scanner(), reason="the compiled scanner is not built"
 )
 
 
@@ -96,8 +97,8 @@ def test_workload_messages_decode_the_same() -> None:
 def test_an_install_without_the_scanner_decodes_in_python(monkeypatch) -> None:
     batch = _batch(list(_messages())[:50])
     scanned = _decoded(batch)
-    monkeypatch.setattr(canal_arrow, "_canal_scan", None)
-    assert not canal_arrow.native_scanner()
+    monkeypatch.setattr(native, "scanner", None)
+    assert not native.native_scanner()
     assert _decoded(batch) == scanned
 
 

@@ -39,7 +39,7 @@ def _genuine_canal(messages: list) -> list:
 def test_batch_path_equals_one_by_one() -> None:
     from pipeline_helpers import produce
     from ticdc_spark.spark.decode import _Records, decode_batches
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     messages = produce(Workload(seed=11, rows=300, tables=2), "canal-json", options)
@@ -60,7 +60,7 @@ def test_batch_path_hands_a_bad_value_to_the_checks() -> None:
     from pipeline_helpers import produce
     from ticdc_spark.codec import Message
     from ticdc_spark.spark.decode import decode_batches
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     good = produce(Workload(seed=12, rows=40, tables=1), "canal-json", options, partitions=1)
@@ -86,7 +86,7 @@ def test_batch_path_hands_a_bad_value_to_the_checks() -> None:
 def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
     from pipeline_helpers import produce
     from ticdc_spark.spark import decode as stage
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     batch = kafka_batch(produce(Workload(seed=13, rows=120, tables=1), "canal-json", options))
@@ -107,7 +107,7 @@ def test_large_input_batches_are_decoded_in_slices(monkeypatch) -> None:
 
 def _small_canal_batches(seed: int) -> tuple[dict[str, str], list[Any]]:
     from pipeline_helpers import produce
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     batch = kafka_batch(produce(Workload(seed=seed, rows=90, tables=2), "canal-json", options))
@@ -187,7 +187,7 @@ def test_batch_path_reads_null_names_as_the_careful_path_does() -> None:
     from pipeline_helpers import produce
     from ticdc_spark.codec import Message
     from ticdc_spark.spark.decode import _Records, decode_batches
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     rows = [
@@ -216,7 +216,7 @@ def test_a_value_arrow_cannot_hold_becomes_a_dead_letter() -> None:
     from ticdc_spark.codec import Message
     from ticdc_spark.errors import DecodeError
     from ticdc_spark.spark.decode import decode_batches
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     good = produce(Workload(seed=15, rows=30, tables=1), "canal-json", options, partitions=1)
@@ -242,7 +242,7 @@ def test_large_var_type_columns_decode_as_the_default_ones(protocol: str) -> Non
     large_string columns (Avro's batch path had no kernel for them and the task died)."""
     from ticdc_spark.codec import make_encoder
     from ticdc_spark.spark.decode import decode_batches
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     if protocol == "avro":

@@ -15,11 +15,16 @@ import pyarrow as pa
 import pytest
 
 from restart_helpers import assert_same_tables, run_harness, stream, target, write_batches
-from ticdc_spark.apply import Applier, ChangelogLog, StateStore
-from ticdc_spark.checkpoint import CheckpointError, repair_spark_checkpoint
 from ticdc_spark.errors import TiCDCSparkError
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.checkpoint import (
+    ChangelogLog,
+    CheckpointError,
+    StateStore,
+    repair_spark_checkpoint,
+)
+from ticdc_spark.sinks import make_sink
 from ticdc_spark.sinks.delta import TRASH, DeltaSink
-from ticdc_spark.spark.pipeline import make_sink
 
 BATCHES = 12  # records per micro-batch
 
@@ -248,7 +253,7 @@ def test_the_repair_removes_only_temporary_and_empty_offsets_files(tmp_path: Pat
 
 
 def test_states_without_spark_offsets_are_refused(batches: list[pa.Table], tmp_path: Path) -> None:
-    from ticdc_spark.checkpoint import check_checkpoint
+    from ticdc_spark.pipeline.checkpoint import check_checkpoint
 
     _run(tmp_path, batches, range(2))
     with pytest.raises(CheckpointError, match="Spark's part of the checkpoint was lost"):

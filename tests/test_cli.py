@@ -13,7 +13,7 @@ import pytest
 from test_canal_json_spec import spec_examples
 from ticdc_spark.cli import main
 from ticdc_spark.normalized import event_to_json
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[dict], str]:

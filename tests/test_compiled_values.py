@@ -26,7 +26,6 @@ from hypothesis import strategies as st
 
 from pipeline_helpers import produce
 from strategies import row_changes
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import (
     Message,
     common,
@@ -41,8 +40,9 @@ from ticdc_spark.codec.open_protocol import encoder as open_encoder
 from ticdc_spark.codec.open_protocol import wire as open_wire
 from ticdc_spark.errors import DecodeError, EncodeError
 from ticdc_spark.model import Column, RowChange, TableSchema
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
+from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import parse_column_type
-from ticdc_spark.workload import Workload
 
 needs_compiled = pytest.mark.skipif(
     compiled.values is None, reason="the compiled loops are not built"

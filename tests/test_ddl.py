@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ticdc_spark.ddl import classify
 from ticdc_spark.model import DDLType
+from ticdc_spark.sql import classify
 
 
 @pytest.mark.parametrize(
@@ -43,8 +43,8 @@ def test_the_saved_consumer_state_keeps_the_whole_catalog() -> None:
     """After a restart DDLs work from the saved catalog: it keeps unique indexes (a DROP INDEX
     of the handle key's index must find it), nullability and defaults, not only the handle
     key the changelog's schema JSON carries."""
-    from ticdc_spark.consume import ConsumerState
-    from ticdc_spark.ddl_schema import alter_table, parse_create_table
+    from ticdc_spark.pipeline.state import ConsumerState
+    from ticdc_spark.sql import alter_table, parse_create_table
 
     schema = parse_create_table(
         "CREATE TABLE `db`.`t` (`a` int NOT NULL, `b` varchar(8) DEFAULT 'x''y', "

@@ -8,8 +8,10 @@ import pytest
 from hypothesis import given, settings
 
 from strategies import schemas
-from ticdc_spark.consume import ConsumerState
-from ticdc_spark.ddl_schema import (
+from ticdc_spark.errors import DDLParseError
+from ticdc_spark.model import ColumnFlag, TableSchema
+from ticdc_spark.pipeline.state import ConsumerState
+from ticdc_spark.sql import (
     alter_table,
     apply_alter_table,
     apply_index_ddl,
@@ -18,9 +20,7 @@ from ticdc_spark.ddl_schema import (
     parse_create_table,
     parse_rename_tables,
 )
-from ticdc_spark.errors import DDLParseError
-from ticdc_spark.model import ColumnFlag, TableSchema
-from ticdc_spark.workload import alltypes_schema, create_table_sql, sbtest_schema
+from ticdc_spark.testing.workload import alltypes_schema, create_table_sql, sbtest_schema
 
 TIDB_DDL = """CREATE TABLE `t` (
   `id` bigint(20) NOT NULL /*T![auto_rand] AUTO_RANDOM(5) */,
@@ -184,8 +184,8 @@ def test_unreadable_statements_raise(sql: str) -> None:
 def test_key_changes_move_the_handle_key_even_where_flags_named_it() -> None:
     """A protocol's column flags can name the handle key with no index to go with it; DROP
     INDEX of the handle's index and ADD PRIMARY KEY must still move it (flags kept it)."""
-    from ticdc_spark.ddl_schema import alter_table, parse_create_table
     from ticdc_spark.model import TableSchema
+    from ticdc_spark.sql import alter_table, parse_create_table
 
     schema = parse_create_table(
         "CREATE TABLE t (a int NOT NULL, b int NOT NULL, UNIQUE KEY uk (a))", "db"

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from ticdc_spark.codec import Message, make_decoder, make_encoder
-from ticdc_spark.ddl_schema import parse_create_table
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.io.capture import read_capture, read_values
 from ticdc_spark.model import (
@@ -27,6 +26,7 @@ from ticdc_spark.model import (
     Watermark,
     compose_ts,
 )
+from ticdc_spark.sql import parse_create_table
 from ticdc_spark.types import ZeroDate
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -408,7 +408,7 @@ def test_arrow_batch_path_gives_what_decoding_one_by_one_gives() -> None:
     records took the batch path."""
     from contract.helpers import kafka_batch
     from ticdc_spark.spark.decode import _Records, decode_batches
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     encoder = make_encoder("debezium", {})
     events = [e for e in Workload(seed=5, rows=400, tables=2).events() if isinstance(e, RowChange)]

@@ -26,12 +26,12 @@ from contract.helpers import (
 )
 from contract.profiles import WHOLE_JSON
 from strategies import row_changes
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.codec.debezium import DebeziumDecoder
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.io.capture import read_capture, read_values
 from ticdc_spark.model import Event, RowChange
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.spark.decode import _Records, decode_batches
 
 _SCHEMA = {"enable-tidb-extension": "true"}
@@ -110,7 +110,7 @@ def _out_of_range_number_unread(message: Message, full_path: Any) -> bool:
 @pytest.mark.parametrize("options", OPTIONS)
 def test_the_typed_start_takes_plain_row_messages(options: dict[str, str]) -> None:
     """(So that the case above compares two paths.)"""
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     events = [e for e in Workload(seed=2, rows=60, tables=2).events() if isinstance(e, RowChange)]
     messages = encode("debezium", options, events)

@@ -16,8 +16,14 @@ from hypothesis import strategies as st
 from contract.helpers import examples
 from pipeline_helpers import changelog
 from ticdc_spark.codec import Message, get_codec
-from ticdc_spark.consume import ConsumerState, Planner, TableChanges
 from ticdc_spark.errors import ConfigError
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.planner import Planner
+from ticdc_spark.pipeline.state import ConsumerState
+from ticdc_spark.pipeline.steps import TableChanges
+
+# rows placed by their partition position, as for a protocol without a commit ts on every row
+BY_POSITION = Capabilities(commit_ts=False)
 
 
 def value(op: str, before: Any, after: Any, pos: int) -> bytes:
@@ -72,7 +78,7 @@ def apply(batches: list[list[Message]]) -> dict[int, str]:
     table: dict[int, str] = {}
     state = ConsumerState()
     for batch in batches:
-        plan = Planner("eventual", state, place_by_position=True).plan(
+        plan = Planner("eventual", state, capabilities=BY_POSITION).plan(
             changelog(batch, "debezium", {})
         )
         for step in plan.steps:
@@ -123,6 +129,6 @@ def test_any_batch_cuts_and_a_source_replay_give_the_same_table(
 
 
 def test_consistent_mode_refuses_rows_without_a_commit_ts() -> None:
-    planner = Planner("consistent", ConsumerState(), place_by_position=True)
+    planner = Planner("consistent", ConsumerState(), capabilities=BY_POSITION)
     with pytest.raises(ConfigError, match=r"dbserver1\.shop\.t/0@0 .*--mode eventual"):
         planner.plan(changelog(history(), "debezium", {}))

@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from ticdc_spark.cli import main
-from ticdc_spark.ddl_schema import apply_alter_table, parse_create_table
 from ticdc_spark.dispatch import PartitionDispatcher, make_dispatcher, position_inertia
 from ticdc_spark.errors import ConfigError, EncodeError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema
+from ticdc_spark.sql import apply_alter_table, parse_create_table
 from ticdc_spark.types import parse_column_type
 
 BIGINT = parse_column_type("bigint")

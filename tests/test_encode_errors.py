@@ -15,8 +15,8 @@ from ticdc_spark.codec import compiled as compiled_module
 from ticdc_spark.codec import make_decoder, make_encoder
 from ticdc_spark.errors import EncodeError
 from ticdc_spark.model import Column, Index, RowChange, RowKind, TableSchema
+from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import parse_column_type, value_misfit
-from ticdc_spark.workload import Workload
 
 PROTOCOLS = [
     ("open-protocol", {}),

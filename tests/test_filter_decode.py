@@ -13,17 +13,17 @@ import pytest
 
 from pipeline_helpers import ListOutput, canal_message
 from test_canal_json_spec import CANAL_DDL, CANAL_DELETE_NO_PK, CANAL_MULTI_UPDATE, CANAL_UPDATE
-from ticdc_spark.changelog import ERROR, arrow_schema
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.codec.canal_json import native_scanner
 from ticdc_spark.codec.open_protocol.wire import frame_key, frame_values
 from ticdc_spark.dispatch import TopicRouter, make_dispatcher
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
+from ticdc_spark.io.producer import Producer
 from ticdc_spark.model import DDLEvent, RowChange, Watermark
-from ticdc_spark.produce import Producer
+from ticdc_spark.pipeline.changelog import ERROR, arrow_schema
 from ticdc_spark.spark.decode import decode_batches
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 RULES = ["*.*", "!canal_demo.tmp_*"]
 

@@ -109,7 +109,7 @@ def test_producer_delivery_errors_are_raised(kafka_broker: str) -> None:
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_batch_read(spark, kafka_broker: str) -> None:
-    from ticdc_spark.spark.kafka_source import register
+    from ticdc_spark.spark.kafka.source import register
 
     register(spark)
     topic = _topic(kafka_broker, 3, 30)
@@ -156,7 +156,7 @@ def test_batch_read(spark, kafka_broker: str) -> None:
 def test_stream_reads_every_record_once_across_restarts(
     spark, kafka_broker: str, tmp_path: Path
 ) -> None:
-    from ticdc_spark.spark.kafka_source import register
+    from ticdc_spark.spark.kafka.source import register
 
     register(spark)
     topic = _topic(kafka_broker, 3, 60)
@@ -202,7 +202,7 @@ def test_query_plans_mask_secret_source_options(spark) -> None:
     import contextlib
     import io
 
-    from ticdc_spark.spark.pipeline import read_source
+    from ticdc_spark.spark.sources import read_source
 
     pem = "-----BEGIN KEY-----PemMaterial-----END KEY-----"
     options = {"kafka.ssl.key.pem": pem, "kafka.sasl.oauthbearer.config": "scope=OauthMaterial"}
@@ -217,7 +217,7 @@ def test_query_plans_mask_secret_source_options(spark) -> None:
 
 
 def test_configs_print_without_credentials() -> None:
-    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka.options import SourceConfig
     from ticdc_spark.spark.pipeline import PipelineConfig
 
     config = PipelineConfig(

@@ -33,7 +33,7 @@ def _topic(bootstrap: str, partitions: int, records: int, config: dict | None = 
 
 
 def _batch(spark, bootstrap: str, **options: str):  # type: ignore[no-untyped-def]
-    from ticdc_spark.spark.kafka_source import register
+    from ticdc_spark.spark.kafka.source import register
 
     register(spark)
     reader = spark.read.format("ticdc-kafka").option("kafka.bootstrap.servers", bootstrap)
@@ -70,7 +70,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0
 
 
 def _stream_reader(bootstrap: str, **options: str):  # type: ignore[no-untyped-def]
-    from ticdc_spark.spark.kafka_source import KafkaDataSource
+    from ticdc_spark.spark.kafka.source import KafkaDataSource
 
     source = KafkaDataSource({"kafka.bootstrap.servers": bootstrap, **options})
     return source.streamReader(source.schema())
@@ -102,7 +102,7 @@ def test_a_failed_batch_0_rerun_reads_its_records(spark, kafka_broker: str, tmp_
     its checkpoint: batch 0 is re-run from the offsets first resolved, nothing is skipped."""
     import time
 
-    from ticdc_spark.spark.pipeline import read_source
+    from ticdc_spark.spark.sources import read_source
 
     topic = _topic(kafka_broker, 1, 2)
     checkpoint = tmp_path / "ckpt"
@@ -249,8 +249,8 @@ def test_deleted_offsets_fail_the_read_or_resume_at_the_earliest(mock_cluster) -
     (librdkafka's default auto.offset.reset), skipping records that still exist.  Spark's
     readers fail (failOnDataLoss) or go on from the earliest offset left."""
     from ticdc_spark.errors import TiCDCSparkError
-    from ticdc_spark.spark.kafka_options import SourceConfig
-    from ticdc_spark.spark.kafka_reader import read_range
+    from ticdc_spark.spark.kafka.options import SourceConfig
+    from ticdc_spark.spark.kafka.reader import read_range
 
     bootstrap = mock_cluster.bootstrap
     topic = _trimmed_topic(bootstrap)
@@ -293,8 +293,8 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
     records under read_committed; a broker would, which only leaves fewer records.)"""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    from ticdc_spark.spark.kafka_options import SourceConfig
-    from ticdc_spark.spark.kafka_reader import read_range
+    from ticdc_spark.spark.kafka.options import SourceConfig
+    from ticdc_spark.spark.kafka.reader import read_range
 
     bootstrap = mock_cluster.bootstrap
     topic = f"x-{uuid.uuid4().hex[:8]}"
@@ -341,7 +341,7 @@ def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> 
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from ticdc_spark.errors import TiCDCSparkError
-    from ticdc_spark.spark.kafka_source import KafkaDataSource
+    from ticdc_spark.spark.kafka.source import KafkaDataSource
 
     kept = _topic(kafka_broker, 1, 1)
     doomed = _topic(kafka_broker, 1, 2)
@@ -387,7 +387,7 @@ def test_options_spark_refuses_or_not_implemented_are_refused(mode, options, mes
     """Options were silently ignored or misread (batch startingOffsets=latest read from
     earliest); they are refused with Spark's reason, or as not implemented here."""
     from ticdc_spark.errors import ConfigError
-    from ticdc_spark.spark.kafka_source import KafkaDataSource
+    from ticdc_spark.spark.kafka.source import KafkaDataSource
 
     source = KafkaDataSource(
         {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t", **options}
@@ -400,7 +400,7 @@ def test_options_spark_refuses_or_not_implemented_are_refused(mode, options, mes
 
 
 def test_stream_only_options_are_ignored_in_batch_as_spark_does(caplog) -> None:
-    from ticdc_spark.spark.kafka_source import KafkaDataSource
+    from ticdc_spark.spark.kafka.source import KafkaDataSource
 
     options = {"maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "1", "maxTriggerDelay": "1m"}
     source = KafkaDataSource(
@@ -416,7 +416,7 @@ def test_specific_offsets_must_name_every_partition(kafka_broker: str) -> None:
     """A startingOffsets JSON omitting a partition started it at earliest, an endingOffsets
     one read it as empty; Spark refuses both, and a JSON naming a partition the source lacks."""
     from ticdc_spark.errors import ConfigError
-    from ticdc_spark.spark.kafka_source import KafkaDataSource
+    from ticdc_spark.spark.kafka.source import KafkaDataSource
 
     topic = _topic(kafka_broker, 2, 4)
     partial = f'{{"{topic}": {{"0": 1}}}}'
@@ -449,7 +449,7 @@ def test_consumers_are_set_as_sparks() -> None:
     groupIdPrefix, and librdkafka's isolation.level default (read_committed) differs from
     Spark's (read_uncommitted).  (No broker at hand filters aborted records, so this is
     checked on the consumer settings.)"""
-    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka.options import SourceConfig
 
     base = {"kafka.bootstrap.servers": "h:9", "subscribe": "t"}
     stream = SourceConfig.parse(base, "stream")
@@ -473,7 +473,7 @@ def test_consumers_are_set_as_sparks() -> None:
 def test_subscribe_pattern_searches_topic_names(kafka_broker: str) -> None:
     """subscribePattern had to match a whole topic name; Spark 4 searches the name
     (Regex.findFirstIn over the listed topics)."""
-    from ticdc_spark.spark.kafka_source import topic_partitions
+    from ticdc_spark.spark.kafka.source import topic_partitions
 
     topic = _topic(kafka_broker, 2, 0)
     middle = topic[2:8]  # "s-" + 8 hex digits: a piece inside the name
@@ -488,8 +488,8 @@ def test_offset_fetches_are_retried_as_fetch_offset_options_say(kafka_broker: st
     """fetchOffset.numRetries / fetchOffset.retryIntervalMs were ignored (one failed call
     failed the query); Spark retries its offset fetches."""
     from ticdc_spark.errors import TiCDCSparkError
-    from ticdc_spark.spark.kafka_offsets import OffsetReader
-    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka.offsets import OffsetReader
+    from ticdc_spark.spark.kafka.options import SourceConfig
 
     topic = _topic(kafka_broker, 1, 3)
 
@@ -527,7 +527,7 @@ def test_offset_fetches_are_retried_as_fetch_offset_options_say(kafka_broker: st
 
 def test_poll_timeout_defaults_to_sparks() -> None:
     """Spark's kafkaConsumer.pollTimeoutMs falls back to spark.network.timeout (120 s)."""
-    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka.options import SourceConfig
 
     base = {"kafka.bootstrap.servers": "h:9", "subscribe": "t"}
     assert SourceConfig.parse(base).poll_timeout_s == 120
@@ -660,7 +660,7 @@ _CALCULATOR_CASES = [
 
 @pytest.mark.parametrize(("minimum", "maximum", "ranges", "expected"), _CALCULATOR_CASES)
 def test_ranges_split_as_sparks_calculator(minimum, maximum, ranges, expected) -> None:
-    from ticdc_spark.spark.kafka_offsets import split_ranges
+    from ticdc_spark.spark.kafka.offsets import split_ranges
 
     assert split_ranges(ranges, minimum, maximum) == expected
 
@@ -670,8 +670,8 @@ def test_min_partitions_and_max_records_split_the_read(kafka_broker: str) -> Non
     """minPartitions and maxRecordsPerPartition were ignored (one task per Kafka partition
     whatever they said); the planned ranges now follow them, and the split read returns
     every record once."""
-    from ticdc_spark.spark.kafka_reader import read_partition
-    from ticdc_spark.spark.kafka_source import KafkaDataSource
+    from ticdc_spark.spark.kafka.reader import read_partition
+    from ticdc_spark.spark.kafka.source import KafkaDataSource
 
     topic = _topic(kafka_broker, 2, 20)
     for options, count in (({"minPartitions": "5"}, 6), ({"maxRecordsPerPartition": "3"}, 8)):
@@ -745,8 +745,8 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(kafka_broker: str
 def test_headers_column_only_with_include_headers(kafka_broker: str) -> None:
     """includeHeaders was ignored: headers always there.  As Spark's source, the column is
     there only with includeHeaders=true (Spark's default: false)."""
-    from ticdc_spark.spark.kafka_reader import read_partition
-    from ticdc_spark.spark.kafka_source import KafkaDataSource
+    from ticdc_spark.spark.kafka.reader import read_partition
+    from ticdc_spark.spark.kafka.source import KafkaDataSource
 
     topic = f"h-{uuid.uuid4().hex[:8]}"
     from confluent_kafka import Producer

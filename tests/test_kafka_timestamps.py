@@ -15,9 +15,9 @@ import uuid
 import pytest
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
-from ticdc_spark.spark.kafka_offsets import offsets_at_times
-from ticdc_spark.spark.kafka_options import Timestamps
-from ticdc_spark.spark.kafka_source import KafkaDataSource
+from ticdc_spark.spark.kafka.offsets import offsets_at_times
+from ticdc_spark.spark.kafka.options import Timestamps
+from ticdc_spark.spark.kafka.source import KafkaDataSource
 
 
 @pytest.fixture(scope="module")

@@ -240,7 +240,7 @@ def test_a_negative_zero_keeps_its_sign() -> None:
     """Go writes a DOUBLE or FLOAT -0 as the JSON number -0, which orjson reads as the int 0."""
     import math
 
-    from ticdc_spark.changelog import ChangelogBuilder
+    from ticdc_spark.pipeline.changelog import ChangelogBuilder
 
     schema = TableSchema(
         "test",

@@ -20,11 +20,12 @@ from kafka_broker import ONE_RECORD_PER_REQUEST
 from ticdc_spark.codec import Message
 from ticdc_spark.dispatch import TopicRouter
 from ticdc_spark.io.kafka import KafkaProducerSink
-from ticdc_spark.produce import produce_workload
+from ticdc_spark.sinks import make_sink
 from ticdc_spark.sinks.base import live
-from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
-from ticdc_spark.verify import verify_sink
-from ticdc_spark.workload import Workload
+from ticdc_spark.spark.pipeline import PipelineConfig, run
+from ticdc_spark.testing.produce import produce_workload
+from ticdc_spark.testing.verify import verify_sink
+from ticdc_spark.testing.workload import Workload
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -239,7 +240,8 @@ def test_an_apply_failure_stops_the_job_and_the_restart_resumes_it(spark, tmp_pa
 def test_a_failed_last_apply_stops_a_waiting_query(spark, tmp_path: Path) -> None:
     """With a processing-time trigger and nothing more to read, no later micro-batch would
     report the last batch's failed apply: awaiting the query must raise it all the same."""
-    from ticdc_spark.spark.pipeline import read_source, start
+    from ticdc_spark.spark.pipeline import start
+    from ticdc_spark.spark.sources import read_source
 
     _workload, config, bad_offset = _capture_with_a_bad_insert(tmp_path, "last")
     config.trigger = "0.5"

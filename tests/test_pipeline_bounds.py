@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from ticdc_spark.errors import ConfigError
-from ticdc_spark.spark import pipeline
-from ticdc_spark.spark.pipeline import (
+from ticdc_spark.spark import sources
+from ticdc_spark.spark.sources import (
     DEFAULT_CHANGES_PER_BATCH,
     DEFAULT_MAX_BYTES_PER_TRIGGER,
     bounded_source_options,
@@ -49,7 +49,7 @@ def test_the_source_options_override_the_default_bounds() -> None:
 
 def test_the_kafka_source_refuses_a_byte_bound_it_cannot_keep() -> None:
     pytest.importorskip("pyspark")
-    from ticdc_spark.spark.kafka_options import SourceConfig
+    from ticdc_spark.spark.kafka.options import SourceConfig
 
     with pytest.raises(ConfigError, match="maxOffsetsPerTrigger"):
         SourceConfig.parse(
@@ -63,17 +63,18 @@ def test_trigger_once_applies_a_backlog_in_bounded_micro_batches(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:
     """Before: a capture backlog became one micro-batch whatever its size."""
-    from ticdc_spark.produce import produce_workload
-    from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
-    from ticdc_spark.verify import verify_sink
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.sinks import make_sink
+    from ticdc_spark.spark.pipeline import PipelineConfig, run
+    from ticdc_spark.testing.produce import produce_workload
+    from ticdc_spark.testing.verify import verify_sink
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     workload = Workload(seed=5, rows=600, tables=2, ddl_every=12, watermark_every=6)
     result = produce_workload(
         workload, "canal-json", options, str(tmp_path / "capture"), expected=tmp_path / "exp"
     )
-    monkeypatch.setattr(pipeline, "DEFAULT_CHANGES_PER_BATCH", 150)
+    monkeypatch.setattr(sources, "DEFAULT_CHANGES_PER_BATCH", 150)
     target = f"delta:{tmp_path / 'lake'}"
     config = PipelineConfig(
         source=str(tmp_path / "capture"),
@@ -93,7 +94,7 @@ def test_trigger_once_applies_a_backlog_in_bounded_micro_batches(
 
 
 def test_consistent_mode_knows_every_partition_of_a_capture_directory(tmp_path: Path) -> None:
-    from ticdc_spark.spark.pipeline import PipelineConfig, source_partitions
+    from ticdc_spark.spark.sources import source_partitions
 
     (tmp_path / "a.jsonl").write_bytes(
         b'{"topic":"cdc","partition":1,"offset":0,"timestamp":null,"key":null,"value":null}\n'
@@ -102,8 +103,7 @@ def test_consistent_mode_knows_every_partition_of_a_capture_directory(tmp_path: 
         b"not json\n"
     )
     (tmp_path / "b.jsonl").write_bytes(b'{"topic":"other","partition":null,"value":null}\n')
-    config = PipelineConfig(str(tmp_path), "canal-json", "delta:/unused", "/unused")
-    assert source_partitions(config) == ("cdc/0", "cdc/1", "other/None")
+    assert source_partitions(str(tmp_path), {}) == ("cdc/0", "cdc/1", "other/None")
 
 
 @pytest.mark.spark
@@ -115,8 +115,9 @@ def test_bounded_micro_batches_of_one_partition_wait_for_the_others(
     among them); before, they did, and intermediate states were not snapshots of upstream."""
     from pipeline_helpers import assert_matches, produce
     from ticdc_spark.io.capture import write_capture
-    from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.sinks import make_sink
+    from ticdc_spark.spark.pipeline import PipelineConfig, run
+    from ticdc_spark.testing.workload import Workload
 
     options = {"enable-tidb-extension": "true"}
     workload = Workload(seed=8, rows=300, tables=1, ddl_every=0, watermark_every=5)

@@ -1,7 +1,7 @@
 """Kill anywhere, start again: the tables equal those of a run that never stopped.
 
 The pipeline runs in a subprocess and dies for real (``os._exit`` at a named point of
-``TICDC_SPARK_CRASH_AT``, see :mod:`ticdc_spark.crashpoints`, or SIGKILL at a random
+``TICDC_SPARK_CRASH_AT``, see :mod:`ticdc_spark.pipeline.failpoints`, or SIGKILL at a random
 moment), then starts again with the next kill point, and once more with none.  The stream
 (:func:`restart_helpers.stream`) holds rows held for the watermark, a table rewrite, a
 RENAME TABLE, a DROP TABLE and a table created again.  Tables are compared row by row,
@@ -35,8 +35,8 @@ from restart_helpers import (
     write_batches,
     write_capture_dir,
 )
-from ticdc_spark.crashpoints import CRASH_EXIT_CODE
-from ticdc_spark.spark.pipeline import make_sink
+from ticdc_spark.pipeline.failpoints import CRASH_EXIT_CODE
+from ticdc_spark.sinks import make_sink
 
 RECORDS_PER_BATCH = 12
 

@@ -26,13 +26,13 @@ from contract.helpers import (
 )
 from contract.profiles import WHOLE_JSON
 from strategies import row_changes
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.codec.simple import SimpleDecoder
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Event, RowChange
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.spark.decode import _Records, decode_batches
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 
 def _decoder(flat: bool) -> SimpleDecoder:

@@ -15,13 +15,13 @@ import pytest
 import simple_stream
 from pipeline_helpers import changelog, produce, run_batches
 from restart_helpers import assert_same_tables
-from ticdc_spark.apply import StateStore
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Bootstrap, DDLEvent
+from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.sinks.base import live
 from ticdc_spark.sinks.delta import DeltaSink
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 ENCODINGS = ["json", "avro"]
 

@@ -11,9 +11,9 @@ import pyarrow as pa
 
 import simple_stream
 from restart_helpers import assert_same_tables, run_harness, target, write_batch_list
-from ticdc_spark.crashpoints import CRASH_EXIT_CODE
+from ticdc_spark.pipeline.failpoints import CRASH_EXIT_CODE
+from ticdc_spark.sinks import make_sink
 from ticdc_spark.sinks.base import live
-from ticdc_spark.spark.pipeline import make_sink
 
 # In stream order: the first kill comes right after batch 0's state, which holds every row of
 # batch 0, was saved; batch 1's state (users' row still held) is then lost and rebuilt from

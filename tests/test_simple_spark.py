@@ -16,11 +16,12 @@ import simple_stream
 from kafka_broker import ONE_RECORD_PER_REQUEST
 from restart_helpers import target, write_capture_dir
 from ticdc_spark.dispatch import TopicRouter
-from ticdc_spark.produce import produce_workload
+from ticdc_spark.sinks import make_sink
 from ticdc_spark.sinks.base import live
-from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
-from ticdc_spark.verify import verify_sink
-from ticdc_spark.workload import Workload
+from ticdc_spark.spark.pipeline import PipelineConfig, run
+from ticdc_spark.testing.produce import produce_workload
+from ticdc_spark.testing.verify import verify_sink
+from ticdc_spark.testing.workload import Workload
 
 pytestmark = pytest.mark.spark
 

@@ -112,7 +112,7 @@ def test_rows_before_their_schema_are_held_then_come_out_after_it(
     assert [e.kind for e in events[1:]] == [RowKind.INSERT, RowKind.UPDATE, RowKind.DELETE]  # type: ignore[union-attr]
     assert decoder.waiting() == []  # type: ignore[attr-defined]
     # the changelog gets the released rows after the DDL, in the order they arrived
-    from ticdc_spark.changelog import ChangelogBuilder
+    from ticdc_spark.pipeline.changelog import ChangelogBuilder
 
     decoder = make_decoder("simple")
     builder = ChangelogBuilder()

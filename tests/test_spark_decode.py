@@ -8,7 +8,7 @@ import pytest
 from pipeline_helpers import changelog, produce
 from ticdc_spark.spark.decode import changes, dead_letters, decode
 from ticdc_spark.spark.session import ARROW_BATCH_CONF
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 pytestmark = pytest.mark.spark
 

@@ -12,12 +12,12 @@ import pyarrow as pa
 import pytest
 
 from pipeline_helpers import assert_matches, interleave, produce, run_batches
-from ticdc_spark.consume import DDLStep, TableChanges
 from ticdc_spark.model import Column, DDLType, Index, TableSchema
+from ticdc_spark.pipeline.steps import DDLStep, TableChanges
 from ticdc_spark.sinks.spark import SparkDeltaSink, SparkIcebergSink, SparkTableSink
 from ticdc_spark.sinks.spark.sql import merge_sql, schema_change
+from ticdc_spark.testing.workload import Workload
 from ticdc_spark.types import ColumnType as T
-from ticdc_spark.workload import Workload
 
 pytestmark = pytest.mark.spark
 

@@ -171,15 +171,15 @@ def test_enum_members_read_back_from_the_type_text(elements: tuple[str, ...]) ->
     )
 )
 def test_a_zero_date_is_one_datetime_refuses(fields: tuple[int, ...]) -> None:
-    """(types._is_calendar decides without calling datetime: the two must agree)."""
-    from ticdc_spark.types import ZeroDate, _is_calendar
+    """(types.temporal.is_calendar decides without calling datetime: the two must agree)."""
+    from ticdc_spark.types.temporal import ZeroDate, is_calendar
 
     try:
         dt.datetime(*fields)
         expected = True
     except ValueError:
         expected = False
-    assert _is_calendar(ZeroDate(*fields)) == expected
+    assert is_calendar(ZeroDate(*fields)) == expected
     text = "{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}".format(*fields[:6])
     if expected:
         assert parse_datetime(text) == dt.datetime(*fields[:6])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ticdc_spark.model import DDLEvent, RowChange
-from ticdc_spark.workload import Workload
+from ticdc_spark.testing.workload import Workload
 
 
 def test_workload_events_keep_their_images_after_later_ddl() -> None:

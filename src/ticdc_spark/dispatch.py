@@ -1,8 +1,9 @@
 """TiCDC's dispatch rules: which topic and partition a message goes to.
 
-* Topic expressions: ``[A-Za-z0-9._-]*`` with optional ``{schema}`` and ``{table}``; the
-  substituted names have characters outside ``[A-Za-z0-9._-]`` replaced by ``_`` and the
-  result is cut to Kafka's 249-character limit.
+* Topic expressions (:class:`~ticdc_spark.codec.topics.TopicRouter`, in the codec layer: the
+  Avro encoder names its subjects after the topic): ``[A-Za-z0-9._-]*`` with optional
+  ``{schema}`` and ``{table}``; the substituted names have characters outside
+  ``[A-Za-z0-9._-]`` replaced by ``_`` and the result is cut to Kafka's 249-character limit.
 * Partition dispatchers, as TiCDC's ``cdc/sink/dmlsink/mq/dispatcher/partition`` computes
   them with ``pkg/hash.PositionInertia``: a hash that starts at 0 and, for every *write* of a
   few byte strings, XORs in the CRC-32 (IEEE) of that write's bytes run together.  The
@@ -29,13 +30,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import re
 import zlib
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from ticdc_spark.codec.gotext import go_float
+from ticdc_spark.codec.topics import TopicRouter
 from ticdc_spark.errors import ConfigError, EncodeError
 from ticdc_spark.model import RowChange, TableSchema
 from ticdc_spark.types import Family, text_formatter
@@ -47,33 +48,6 @@ __all__ = [
     "make_dispatcher",
     "position_inertia",
 ]
-
-_NAME_CHARS = r"[A-Za-z0-9._\-]*"
-_TOPIC_RE = re.compile(rf"^{_NAME_CHARS}(\{{schema\}}{_NAME_CHARS})?(\{{table\}}{_NAME_CHARS})?\Z")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._\-]")
-_MAX_TOPIC = 249
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRouter:
-    """Turns a topic expression such as ``cdc_{schema}_{table}`` into topic names."""
-
-    expression: str
-    default_topic: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.expression or not _TOPIC_RE.match(self.expression):
-            raise ConfigError(
-                f"invalid topic expression {self.expression!r}: use [A-Za-z0-9._-] with "
-                "optional {schema} and {table}"
-            )
-
-    def topic(self, schema: str, table: str) -> str:
-        if not schema and not table and "{" in self.expression:
-            return self.default_topic or self.expression.split("{", 1)[0].rstrip("_-.")
-        name = self.expression.replace("{schema}", _UNSAFE.sub("_", schema))
-        name = name.replace("{table}", _UNSAFE.sub("_", table))
-        return name[:_MAX_TOPIC]
 
 
 def hash_value_text(value: Any) -> bytes:

@@ -7,12 +7,19 @@ dead-letter output and a person can find the message.  Nothing else may escape a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 __all__ = [
+    "CHECKPOINT_WAY_OUT",
     "CaptureError",
+    "CheckpointError",
     "ConfigError",
     "DDLParseError",
+    "DamagedState",
     "DecodeError",
     "EncodeError",
+    "HeldRowsExceeded",
+    "RegistryError",
     "TiCDCSparkError",
     "UnknownProtocolError",
 ]
@@ -108,3 +115,34 @@ def _excerpt(payload: bytes | str | None) -> bytes | None:
 class RegistryError(TiCDCSparkError):
     """A schema registry refused a call or could not be reached (after retries).  Its message
     names the registry by its URL with any password removed, and never the password."""
+
+
+class HeldRowsExceeded(ConfigError):
+    """More rows held back for a later micro-batch than the pipeline's bound
+    (``--max-held-rows``): its message names the partitions furthest behind."""
+
+
+CHECKPOINT_WAY_OUT = (
+    "Restore the file(s) from a backup of the checkpoint directory, or replicate again from "
+    "the start: a new checkpoint directory and an empty target (the tables hold step versions "
+    "of this checkpoint). See 'The checkpoint' in docs/pipeline.md."
+)
+
+
+class CheckpointError(TiCDCSparkError):
+    """The checkpoint cannot be resumed exactly: names the file(s) and the way out."""
+
+
+class DamagedState(CheckpointError):
+    """A consumer-state file that is missing or does not read whole."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path, self.problem = path, problem
+        super().__init__(
+            f"consumer state {path} {problem}. A restart rebuilds it from the logged "
+            f"micro-batches when they reach back far enough; otherwise: {CHECKPOINT_WAY_OUT}"
+        )
+
+    @property
+    def short(self) -> str:
+        return f"{self.path} {self.problem}"

@@ -168,57 +168,61 @@ def _pattern(text: str) -> tuple[_Matcher, str]:
 
 
 def _wildcard(text: str) -> tuple[_Matcher, str]:
+    """A wildcard pattern up to the schema/table separator (a literal name when it has no
+    wildcard), and the text after it."""
     literal: list[str] = []
     regex: list[str] = []
     is_literal = True
     i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            if i == len(text) - 1:
-                raise _RuleError("syntax error: cannot place \\ at end of line")
-            escaped = text[i + 1]
-            if escaped.isascii() and escaped.isalnum():
-                raise _RuleError(
-                    f"cannot escape a letter or number (\\{escaped}), "
-                    "it is reserved for future extension"
-                )
-            literal.append(escaped)
-            regex.append(re.escape(escaped))
-            i += 2
-        elif c == ".":
-            break  # the schema/table separator
-        elif c == "*":
+    while i < len(text) and text[i] != ".":  # (the schema/table separator)
+        piece, character, i = _wildcard_element(text, i)
+        regex.append(piece)
+        if character is None:
             is_literal = False
-            regex.append(".*")
-            i += 1
-        elif c == "?":
-            is_literal = False
-            regex.append(".")
-            i += 1
-        elif c == "[":
-            is_literal = False
-            found = _CLASS.match(text, i)
-            if found is None:
-                raise _RuleError("syntax error: failed to parse character class")
-            body = text[i + 1 : found.end()]
-            if body[0] == "!":
-                regex.append("[^" + body[1:])
-            elif body[0] == "^":  # (not special in a glob)
-                regex.append("[\\^" + body[1:])
-            else:
-                regex.append("[" + body)
-            i = found.end()
-        elif c in "$_" or (c.isascii() and c.isalnum()) or ord(c) >= 0x80:
-            literal.append(c)
-            regex.append(re.escape(c))
-            i += 1
         else:
-            raise _RuleError(f"unexpected special character {c!r}")
+            literal.append(character)
     rest = text[i:]
     if is_literal:
         return "".join(literal).lower(), rest
     return _compile("^" + "".join(regex) + "\\Z"), rest
+
+
+def _wildcard_element(text: str, i: int) -> tuple[str, str | None, int]:
+    """The element of a wildcard at ``text[i]``: its regex, the character it stands for
+    (None: a wildcard), and where the next element starts."""
+    c = text[i]
+    if c == "\\":
+        if i == len(text) - 1:
+            raise _RuleError("syntax error: cannot place \\ at end of line")
+        escaped = text[i + 1]
+        if escaped.isascii() and escaped.isalnum():
+            raise _RuleError(
+                f"cannot escape a letter or number (\\{escaped}), "
+                "it is reserved for future extension"
+            )
+        return re.escape(escaped), escaped, i + 2
+    if c == "*":
+        return ".*", None, i + 1
+    if c == "?":
+        return ".", None, i + 1
+    if c == "[":
+        return _character_class(text, i)
+    if c in "$_" or (c.isascii() and c.isalnum()) or ord(c) >= 0x80:
+        return re.escape(c), c, i + 1
+    raise _RuleError(f"unexpected special character {c!r}")
+
+
+def _character_class(text: str, i: int) -> tuple[str, None, int]:
+    """A ``[...]`` class at ``text[i]`` as a regex class (``[!a]``: its complement)."""
+    found = _CLASS.match(text, i)
+    if found is None:
+        raise _RuleError("syntax error: failed to parse character class")
+    body = text[i + 1 : found.end()]
+    if body[0] == "!":
+        return "[^" + body[1:], None, found.end()
+    if body[0] == "^":  # (not special in a glob)
+        return "[\\^" + body[1:], None, found.end()
+    return "[" + body, None, found.end()
 
 
 def _compile(pattern: str) -> re.Pattern[str]:

@@ -16,7 +16,6 @@ from hypothesis import HealthCheck, assume, settings
 from hypothesis import strategies as st
 
 from contract.profiles import PROFILES, Carries, Framing
-from ticdc_spark.changelog import ChangelogBuilder, schema_from_json
 from ticdc_spark.codec import Message, compiled, make_decoder, make_encoder
 from ticdc_spark.codec.base import Encoder
 from ticdc_spark.errors import DecodeError, EncodeError
@@ -30,6 +29,7 @@ from ticdc_spark.model import (
     Watermark,
     physical_ms,
 )
+from ticdc_spark.pipeline.changelog import ChangelogBuilder, schema_from_json
 from ticdc_spark.sinks.convert import convert_column
 from ticdc_spark.types import Family, parse_column_type, parse_time
 

@@ -4,7 +4,7 @@ printed as normalized text), and its batch paths (``BatchDecoder``, ``ArrowBatch
 give what decoding one message at a time gives.
 
 The changelog keeps a protocol's own spelling of some values (a Java ``1.0E10`` float, see
-:mod:`ticdc_spark.changelog`): images are compared as the apply stage reads them, each text
+:mod:`ticdc_spark.pipeline.changelog`): images are compared as the apply stage reads them, each text
 parsed with its column's type.
 
 (The generic case of tests/test_changelog.py moved here.)
@@ -31,11 +31,11 @@ from contract.helpers import (
 )
 from contract.profiles import PROFILES, Golden, Variant, variant_id, variants
 from strategies import other_events, row_changes
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder, protocols
 from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder
 from ticdc_spark.codec.compiled import native
 from ticdc_spark.model import Column, Event, Index, RowChange, RowKind, TableSchema
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.types import parse_column_type
 
 VARIANTS = variants()

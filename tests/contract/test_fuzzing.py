@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from contract.helpers import byte_mutations, encode, examples, json_mutations, kafka_batch
 from contract.profiles import OPAQUE, Variant, variant_id, variants
 from strategies import other_events, row_changes
-from ticdc_spark.changelog import ChangelogBuilder
 from ticdc_spark.codec import Message, make_decoder
 from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Column, Event, Index, RowChange, RowKind, TableSchema
+from ticdc_spark.pipeline.changelog import ChangelogBuilder
 from ticdc_spark.types import parse_column_type
 
 VARIANTS = variants()

@@ -47,7 +47,7 @@ ODD_VALUES += ["INSERT", "UPDATE", "DELETE", "QUERY", "TIDB_WATERMARK", "BOOTSTR
 def seeds() -> list[bytes]:
     """Real messages: TiCDC's for both workload tables, and re-spelled rows."""
     from ticdc_spark.codec import make_encoder
-    from ticdc_spark.workload import Workload
+    from ticdc_spark.testing.workload import Workload
 
     out: list[bytes] = []
     for options in (OPTIONS, {}):
@@ -90,8 +90,8 @@ def check_decode(values: list[bytes | None]) -> None:
     """The Arrow path's changelog, when it gives one, is the careful decoder's."""
     import pyarrow as pa
 
-    from ticdc_spark.changelog import arrow_schema
     from ticdc_spark.codec import make_decoder
+    from ticdc_spark.pipeline.changelog import arrow_schema
     from ticdc_spark.spark.decode import _UNFIT, _Records, decode_batches
 
     batch = pa.RecordBatch.from_pydict(

@@ -8,17 +8,29 @@ schema JSON as numbers from :class:`Tables`, gathered by :func:`own_rows`) and h
 other record to ``careful`` through :class:`CarefulRows`; :func:`merged` puts the two
 together.  (Canal-JSON's compiled scanner, Avro's columnar path and Debezium's typed payload
 reader use it.)
+
+numpy and pyarrow are imported where they are used, not at the top as in the other Arrow
+modules: the Debezium decoder imports this module through its batch path when it is
+imported itself, and the codecs import without pyarrow (without the ``spark`` extra).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ticdc_spark.codec.base import ChangelogSink
 
-__all__ = ["CarefulRows", "Tables", "image_column", "merged", "own_rows", "row_batch"]
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+__all__ = ["CarefulRows", "OwnPart", "Tables", "image_column", "merged", "own_rows", "row_batch"]
+
+# A batch path's own rows: (rows, the record each row came from, its table number, its schema
+# number), the numbers those of :class:`Tables`.
+OwnPart: TypeAlias = "tuple[pa.RecordBatch, np.ndarray, np.ndarray, np.ndarray]"
 
 
 class CarefulRows:
@@ -34,14 +46,16 @@ class CarefulRows:
         self.careful(i)
         self.sources.extend([i] * (len(self.sink) - before))
 
-    def rows(self) -> tuple[Any, Any]:
+    def rows(self) -> tuple[pa.RecordBatch, np.ndarray]:
         """The careful rows (the sink emptied) and the record each came from."""
         import numpy as np
 
         return self.sink.to_batch(), np.array(self.sources, np.int64)
 
 
-def row_batch(sink: ChangelogSink, batch: Any, records: Any, columns: dict[str, Any]) -> Any:
+def row_batch(
+    sink: ChangelogSink, batch: pa.RecordBatch, records: np.ndarray, columns: dict[str, pa.Array]
+) -> pa.RecordBatch:
     """Changelog ROW rows, one per record of ``records`` (indices into the Kafka ``batch``,
     each row at its record's topic, partition and offset): ``columns`` holds their op,
     database, table, commit_ts, before and after (Arrow arrays); the other columns are what
@@ -71,7 +85,9 @@ def row_batch(sink: ChangelogSink, batch: Any, records: Any, columns: dict[str, 
     return pa.RecordBatch.from_arrays([rows[f.name] for f in schema], schema=schema)
 
 
-def image_column(images: list[dict[str, Any] | None], texts: list[Any] | None = None) -> Any:
+def image_column(
+    images: list[dict[str, Any] | None], texts: list[Any] | None = None
+) -> pa.MapArray:
     """A before/after column of row images (column name -> text; None: no image); ``texts``:
     the images' values in order, when they are not the images' own values."""
     import numpy as np
@@ -92,9 +108,7 @@ def image_column(images: list[dict[str, Any] | None], texts: list[Any] | None = 
     )
 
 
-def own_rows(
-    parts: list[tuple[Any, Any, Any, Any]], sink: ChangelogSink
-) -> tuple[Any, Any, Any, Any]:
+def own_rows(parts: list[OwnPart], sink: ChangelogSink) -> OwnPart:
     """A batch path's own rows from its parts, each (rows, the record each row came from, its
     table number, its schema number), as :func:`merged` takes them."""
     import numpy as np
@@ -109,8 +123,11 @@ def own_rows(
 
 
 def merged(
-    own: tuple[Any, Any, Any, Any], careful: tuple[Any, Any], tables: Tables, row_kind: str
-) -> Any:
+    own: OwnPart,
+    careful: tuple[pa.RecordBatch, np.ndarray],
+    tables: Tables,
+    row_kind: str,
+) -> pa.RecordBatch:
     """The changelog batch of a batch path's own rows and the careful rows, in record order.
 
     ``own`` is (rows, the record each row came from, its table number, its schema number);
@@ -133,11 +150,18 @@ def merged(
     return _with_schema(merged_rows, tables, slots, texts, own_texts, row_kind)
 
 
-def _ascending(values: Any) -> bool:
+def _ascending(values: np.ndarray) -> bool:
     return bool(len(values) < 2 or (values[1:] > values[:-1]).all())
 
 
-def _with_schema(merged: Any, tables: Tables, slots: Any, texts: Any, own: Any, row: str) -> Any:
+def _with_schema(
+    merged: pa.RecordBatch,
+    tables: Tables,
+    slots: np.ndarray,
+    texts: np.ndarray,
+    own: np.ndarray,
+    row: str,
+) -> pa.RecordBatch:
     import pyarrow.compute as pc
 
     is_row = pc.equal(merged.column("kind"), row).to_numpy(zero_copy_only=False)
@@ -159,7 +183,7 @@ class Tables:
     def text(self, schema_text: str) -> int:
         return self.texts.setdefault(schema_text, len(self.texts))
 
-    def of_rows(self, rows: Any) -> tuple[Any, Any, Any]:
+    def of_rows(self, rows: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For the careful path's rows: table numbers, the schema in effect for each ROW row
         (its own, or its table's previous one in the sink's order), and the schema each
         non-ROW row carries itself (-1: none)."""
@@ -180,7 +204,9 @@ class Tables:
             own.append(-1 if kind == self.row_kind else number)
         return tuple(np.array(column, np.int64) for column in (slots, texts, own))  # type: ignore[return-value]
 
-    def schema_column(self, slots: Any, texts: Any, own: Any, is_row: Any) -> Any:
+    def schema_column(
+        self, slots: np.ndarray, texts: np.ndarray, own: np.ndarray, is_row: np.ndarray
+    ) -> pa.StringArray:
         """Each row's schema JSON where its table's schema first appears or changes.
 
         ``texts`` is the schema in effect for each row (-1: none known); non-ROW rows keep the

@@ -14,6 +14,7 @@ encoding kind from the column type.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from enum import IntEnum
 from types import ModuleType
 from typing import Any, ClassVar
 
+from ticdc_spark.codec.catalog import protocols
 from ticdc_spark.model import RowKind
 from ticdc_spark.types import (
     ColumnType,
@@ -33,7 +35,7 @@ from ticdc_spark.types import (
 )
 
 try:
-    from ticdc_spark import _values as values  # type: ignore[attr-defined]
+    import ticdc_spark._values as values  # type: ignore[import-not-found]
 except ImportError:  # built without a C compiler
     values = None
 
@@ -176,10 +178,6 @@ def users() -> list[ModuleType]:
     ``compiled_values`` to None runs it on its Python paths: what tests and benchmarks do to
     compare the two.  (Every built-in protocol is imported first: the catalog imports them
     lazily.)"""
-    import sys
-
-    from ticdc_spark.codec.catalog import protocols
-
     protocols()
     return [
         module

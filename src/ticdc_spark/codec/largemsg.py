@@ -11,6 +11,8 @@ TiCDC options:
   pointer plus the handle-key columns.
 
 Decompression is bounded: a message cannot make us allocate more than ``max_output`` bytes.
+cramjam and lz4 are imported when a value is (de)compressed: about 10 ms of import that
+most changefeeds, which compress nothing, never pay.
 
 :class:`LargeMessages` is the engine every codec runs its own bytes through: encoders ask it
 to compress values and to handle a row over the limit (the error naming the row, or the

@@ -1,0 +1,63 @@
+"""Table sinks: the plan's steps applied to lakehouse tables, one package per format.
+
+A target is ``SCHEME:LOCATION``; :func:`make_sink` finds the sink class registered under the
+scheme and loads its module only then (as pyiceberg's catalog registry does), so that
+choosing Delta never imports pyiceberg, nothing imports Spark, and a missing library is one
+clear line saying what to install.  A sink imports only the plan's step types
+(:mod:`ticdc_spark.pipeline.steps`): how a plan is made is no concern of it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+
+from ticdc_spark.errors import ConfigError
+from ticdc_spark.io.kafka import redact
+from ticdc_spark.sinks.base import TableSink
+
+__all__ = ["SINKS", "SinkEntry", "make_sink"]
+
+
+@dataclass(frozen=True)
+class SinkEntry:
+    """A sink class by module path, loaded on first use, and the library it needs."""
+
+    target: str  # e.g. "delta:PATH", for messages
+    loader: str  # "module:Class"
+    library: str  # the module it imports (checked before loading)
+    install: str  # what to install when the library is missing
+
+    def load(self) -> type[TableSink]:
+        if importlib.util.find_spec(self.library) is None:
+            raise ConfigError(
+                f"a {self.target} target needs the {self.library} package, which is not "
+                f"installed: pip install {self.install}"
+            )
+        module, _, name = self.loader.partition(":")
+        sink: type[TableSink] = getattr(importlib.import_module(module), name)
+        return sink
+
+
+SPARK_EXTRA = "'ticdc-spark[spark]'"
+SINKS: dict[str, SinkEntry] = {
+    "delta": SinkEntry("delta:PATH", "ticdc_spark.sinks.delta:DeltaSink", "deltalake", SPARK_EXTRA),
+    "iceberg": SinkEntry(
+        "iceberg:CATALOG_URI#WAREHOUSE",
+        "ticdc_spark.sinks.iceberg:IcebergSink",
+        "pyiceberg",
+        SPARK_EXTRA,
+    ),
+}
+
+
+def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
+    """The sink of a target spec: ``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE``.
+    ``app_id`` is the pipeline's id, under which a sink records the steps it applied."""
+    scheme, sep, location = target.partition(":")
+    entry = SINKS.get(scheme.lower())
+    if entry is None or not sep or not location:
+        valid = " or ".join(e.target for e in SINKS.values())
+        raise ConfigError(f"unknown target {redact(target)!r}: use {valid}")
+    return entry.load().from_target(location, app_id)

@@ -1,6 +1,6 @@
 """What every table sink does, whatever the table format.
 
-A sink applies the steps a :class:`~ticdc_spark.consume.Plan` lists: merges of one table's
+A sink applies the steps a :class:`~ticdc_spark.pipeline.steps.Plan` lists: merges of one table's
 final changes and DDLs.  Each step carries a *version* (batch id and step number) that the
 sink records atomically with the change, so a step replayed after a crash is recognised and
 skipped; merges are also guarded by commit ts (a change applies only if it is newer than
@@ -16,8 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ticdc_spark.consume import DDLStep, TableChanges
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ticdc_spark.model import Column, DDLType, DefaultExpression, TableSchema
+from ticdc_spark.pipeline.steps import OP_DELETE, DDLStep, TableChanges, TableKey
 from ticdc_spark.sinks.convert import (
     COMMIT_TS,
     OP,
@@ -27,12 +30,9 @@ from ticdc_spark.sinks.convert import (
 )
 from ticdc_spark.types import Family
 
-__all__ = ["StepResult", "TableSink", "carried_columns", "live"]
+__all__ = ["StepResult", "TableKey", "TableSink", "carried_columns", "live"]
 
 log = logging.getLogger(__name__)
-TableKey = tuple[str, str]
-
-DELETE_OP = "delete"
 
 
 @dataclass
@@ -41,25 +41,23 @@ class StepResult:
 
     rows: int = 0
     skipped: bool = False  # the step was already applied (a replay)
-    dead_letters: Any = None
+    dead_letters: pa.Table | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def live(rows: Any) -> Any:
+def live(rows: pa.Table) -> pa.Table:
     """Drop tombstones and the bookkeeping columns: the table as upstream has it."""
-    import pyarrow.compute as pc
-
     if rows is None:
         return rows
     if OP not in rows.column_names:  # a live table (no tombstones)
         return rows.drop_columns([COMMIT_TS])
-    kept = rows.filter(pc.not_equal(rows[OP], DELETE_OP))
+    kept = rows.filter(pc.not_equal(rows[OP], OP_DELETE))
     return kept.drop_columns([COMMIT_TS, OP])
 
 
 def carried_columns(
-    current: Any, target: Any, schema: TableSchema, renamed: Mapping[str, str]
-) -> list[Any]:
+    current: pa.Table, target: pa.Schema, schema: TableSchema, renamed: Mapping[str, str]
+) -> list[pa.Array | pa.ChunkedArray]:
     """The columns of a table rewritten to ``schema`` (Arrow schema ``target``): each column
     from the current table (under its old name if ``renamed``), cast to its new type; a new
     column holds its constant DEFAULT, as upstream's existing rows do (TiCDC sends no change
@@ -80,9 +78,7 @@ def _constant_default(column: Column | None) -> str | None:
     return None if isinstance(default, DefaultExpression) else default
 
 
-def _default_column(schema: TableSchema, field: Any, rows: int) -> Any:
-    import pyarrow as pa
-
+def _default_column(schema: TableSchema, field: pa.Field, rows: int) -> pa.Array:
     column = schema.get(field.name)
     default = _constant_default(column)
     if column is None or default is None:
@@ -103,18 +99,16 @@ def _default_column(schema: TableSchema, field: Any, rows: int) -> Any:
 _BOOKKEEPING = (COMMIT_TS, OP)
 
 
-def _same_stored_type(stored: Any, wanted: Any) -> bool:
+def _same_stored_type(stored: pa.DataType, wanted: pa.DataType) -> bool:
     """Whether a column stored as ``stored`` already holds ``wanted`` (a large string or
     binary stores its plain variant)."""
-    import pyarrow as pa
-
     if stored == wanted:
         return True
     large = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
     return bool(large.get(wanted) == stored)
 
 
-def _fills_defaults(schema: TableSchema, current: Any) -> bool:
+def _fills_defaults(schema: TableSchema, current: pa.Schema) -> bool:
     """Whether a column ``schema`` adds has a constant default to fill the rows with."""
     return any(
         _constant_default(c) is not None and current.get_field_index(c.name) < 0
@@ -147,6 +141,13 @@ class TableSink(abc.ABC):
 
     # -- format hooks ---------------------------------------------------------------------
 
+    @classmethod
+    @abc.abstractmethod
+    def from_target(cls, location: str, app_id: str) -> TableSink:
+        """The sink of a target (``location``: the part after ``SCHEME:``, see
+        :func:`ticdc_spark.sinks.make_sink`); ``app_id`` is the pipeline's id, under which a
+        format that can records the step versions it commits."""
+
     @abc.abstractmethod
     def open_table(self, key: TableKey) -> Any:
         """Open an existing table (the format library's table object)."""
@@ -158,16 +159,16 @@ class TableSink(abc.ABC):
     def create(self, schema: TableSchema) -> None: ...
 
     @abc.abstractmethod
-    def arrow_schema(self, key: TableKey) -> Any: ...
+    def arrow_schema(self, key: TableKey) -> pa.Schema: ...
 
     @abc.abstractmethod
     def applied_version(self, key: TableKey) -> int: ...
 
     @abc.abstractmethod
-    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]: ...
+    def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]: ...
 
     @abc.abstractmethod
-    def add_columns(self, key: TableKey, fields: list[Any]) -> None: ...
+    def add_columns(self, key: TableKey, fields: list[pa.Field]) -> None: ...
 
     @abc.abstractmethod
     def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
@@ -185,7 +186,7 @@ class TableSink(abc.ABC):
     def rename(self, old: TableKey, new: TableKey) -> None: ...
 
     @abc.abstractmethod
-    def read(self, key: TableKey) -> Any: ...
+    def read(self, key: TableKey) -> pa.Table: ...
 
     @abc.abstractmethod
     def tables(self) -> list[TableKey]: ...
@@ -217,11 +218,11 @@ class TableSink(abc.ABC):
             return
         self._add_missing(key, self.arrow_schema(key), table_arrow_schema(schema))
 
-    def stored_schema(self, schema: TableSchema) -> Any:
+    def stored_schema(self, schema: TableSchema) -> pa.Schema:
         """The Arrow schema this format stores a table of ``schema`` as."""
         return table_arrow_schema(schema)
 
-    def _add_missing(self, key: TableKey, current: Any, target: Any) -> None:
+    def _add_missing(self, key: TableKey, current: pa.Schema, target: pa.Schema) -> None:
         missing = [f for f in target if current.get_field_index(f.name) < 0]
         if missing:
             self.add_columns(key, missing)

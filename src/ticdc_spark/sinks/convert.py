@@ -35,22 +35,29 @@ import binascii
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ticdc_spark.model import TableSchema
+from ticdc_spark.pipeline.dead_letters import dead_letters
 from ticdc_spark.types import ColumnType, Family, ZeroDate, parse_date, parse_datetime
 
 __all__ = ["COMMIT_TS", "OP", "arrow_type", "table_arrow_schema", "typed_rows"]
+
+# A text-to-Arrow conversion of one column family: (column type, text, Arrow type) -> array.
+Converter = Callable[[ColumnType, pa.Array, pa.DataType], pa.Array]
 
 COMMIT_TS = "_commit_ts"
 OP = "_op"
 
 
-def arrow_type(ctype: ColumnType) -> Any:
+def arrow_type(ctype: ColumnType) -> pa.DataType:
     """The Arrow type a MySQL column is stored as."""
-    import pyarrow as pa
 
     family, name = ctype.family, ctype.name
     if family is Family.INTEGER:
-        return _INTEGER_TYPES[(name, ctype.unsigned)]()
+        return _INTEGER_TYPES[(name, ctype.unsigned)]
     if family is Family.FLOAT:
         return pa.float32()
     if family is Family.DOUBLE:
@@ -74,35 +81,22 @@ def arrow_type(ctype: ColumnType) -> Any:
     return pa.string()
 
 
-def _types() -> dict[tuple[str, bool], Callable[[], Any]]:
-    import pyarrow as pa
-
-    return {
-        ("tinyint", False): pa.int8,
-        ("tinyint", True): pa.int16,
-        ("smallint", False): pa.int16,
-        ("smallint", True): pa.int32,
-        ("mediumint", False): pa.int32,
-        ("mediumint", True): pa.int32,
-        ("int", False): pa.int32,
-        ("int", True): pa.int64,
-        ("bigint", False): pa.int64,
-        ("bigint", True): lambda: pa.decimal128(20, 0),
-    }
+_INTEGER_TYPES: dict[tuple[str, bool], pa.DataType] = {
+    ("tinyint", False): pa.int8(),
+    ("tinyint", True): pa.int16(),
+    ("smallint", False): pa.int16(),
+    ("smallint", True): pa.int32(),
+    ("mediumint", False): pa.int32(),
+    ("mediumint", True): pa.int32(),
+    ("int", False): pa.int32(),
+    ("int", True): pa.int64(),
+    ("bigint", False): pa.int64(),
+    ("bigint", True): pa.decimal128(20, 0),
+}
 
 
-class _LazyTypes(dict[tuple[str, bool], Callable[[], Any]]):
-    def __missing__(self, key: tuple[str, bool]) -> Callable[[], Any]:
-        self.update(_types())
-        return self[key]
-
-
-_INTEGER_TYPES = _LazyTypes()
-
-
-def table_arrow_schema(schema: TableSchema) -> Any:
+def table_arrow_schema(schema: TableSchema) -> pa.Schema:
     """The Arrow schema of a target table: the columns, then ``_commit_ts`` and ``_op``."""
-    import pyarrow as pa
 
     fields = [pa.field(c.name, arrow_type(c.type), nullable=True) for c in schema.columns]
     fields += [
@@ -112,15 +106,13 @@ def table_arrow_schema(schema: TableSchema) -> Any:
     return pa.schema(fields)
 
 
-def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
+def typed_rows(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Table | None]:
     """Typed target rows for planned changes, and the changes that failed to convert.
 
     ``changes`` has ``op``, ``commit_ts``, ``image`` (a map of text) and position columns
-    (see :func:`ticdc_spark.consume.final_changes`).  Returns ``(rows, bad)`` where ``bad`` holds
-    the position and reason of every change with a value its column cannot hold.
+    (see :func:`ticdc_spark.pipeline.last_change.final_changes`).  Returns ``(rows, bad)`` where
+    ``bad`` holds the position and reason of every change with a value its column cannot hold.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     target = table_arrow_schema(schema)
     arrays = []
@@ -138,8 +130,6 @@ def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
     rows = pa.Table.from_arrays(arrays, schema=target)
     dead = None
     if any(reasons):
-        from ticdc_spark.consume import dead_letters
-
         broken = changes.filter(bad).append_column(
             "error", pa.array([r for r in reasons if r is not None], pa.string())
         )
@@ -148,7 +138,9 @@ def typed_rows(schema: TableSchema, changes: Any) -> tuple[Any, Any]:
     return rows, dead
 
 
-def image_columns(images: Any, names: tuple[str, ...] | list[str]) -> dict[str, Any]:
+def image_columns(
+    images: pa.MapArray | pa.ChunkedArray, names: tuple[str, ...] | list[str]
+) -> dict[str, pa.Array]:
     """The text of each named column of a map<string,string> column of row images.
 
     Images decoded from one table shape hold the same keys in the same order (the wire's
@@ -156,9 +148,6 @@ def image_columns(images: Any, names: tuple[str, ...] | list[str]) -> dict[str, 
     values slice into columns with a stride, after one vectorized check of the keys; anything
     else (rows with other columns, null images) is looked up per column with ``map_lookup``.
     """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     if isinstance(images, pa.ChunkedArray):
         images = images.combine_chunks()
@@ -185,7 +174,7 @@ def image_columns(images: Any, names: tuple[str, ...] | list[str]) -> dict[str, 
     return {name: pc.map_lookup(images, name, "first") for name in names}
 
 
-def convert_column(ctype: ColumnType, text: Any) -> tuple[Any, dict[int, str]]:
+def convert_column(ctype: ColumnType, text: pa.Array) -> tuple[pa.Array, dict[int, str]]:
     """Text (an Arrow string array) to the column's Arrow type.
 
     Returns the array (failed values null) and {row index: reason} for values that failed.
@@ -202,10 +191,9 @@ _CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError, binascii.Error)
 
 
 def _one_by_one(
-    ctype: ColumnType, text: Any, target: Any, convert: Callable[[ColumnType, Any, Any], Any]
-) -> tuple[Any, dict[int, str]]:
+    ctype: ColumnType, text: pa.Array, target: pa.DataType, convert: Converter
+) -> tuple[pa.Array, dict[int, str]]:
     """Convert value by value to find the ones that fail (the rare slow path)."""
-    import pyarrow as pa
 
     values: list[Any] = []
     failed: dict[int, str] = {}
@@ -218,32 +206,25 @@ def _one_by_one(
     return pa.array(values, target), failed
 
 
-def _cast(ctype: ColumnType, text: Any, target: Any) -> Any:
-    import pyarrow.compute as pc
+def _cast(ctype: ColumnType, text: pa.Array, target: pa.DataType) -> pa.Array:
 
     return pc.cast(text, target, safe=True)
 
 
-def _integer(ctype: ColumnType, text: Any, target: Any) -> Any:
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _integer(ctype: ColumnType, text: pa.Array, target: pa.DataType) -> pa.Array:
 
     if pa.types.is_decimal(target):  # unsigned BIGINT
         return pc.cast(text, target, safe=True)
     return pc.cast(pc.cast(text, pa.int64(), safe=True), target, safe=True)
 
 
-def _floating(ctype: ColumnType, text: Any, target: Any) -> Any:
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _floating(ctype: ColumnType, text: pa.Array, target: pa.DataType) -> pa.Array:
 
     return pc.cast(pc.cast(text, pa.float64()), target, safe=False)
 
 
-def _temporal(ctype: ColumnType, text: Any, target: Any) -> Any:
+def _temporal(ctype: ColumnType, text: pa.Array, target: pa.DataType) -> pa.Array:
     """Dates and datetimes; zero dates (which Arrow cannot hold) become null."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     try:
         values = pc.cast(text, target)
@@ -262,8 +243,7 @@ def _temporal(ctype: ColumnType, text: Any, target: Any) -> Any:
     return pa.array(values, target)
 
 
-def _binary(ctype: ColumnType, text: Any, target: Any) -> Any:
-    import pyarrow as pa
+def _binary(ctype: ColumnType, text: pa.Array, target: pa.DataType) -> pa.Array:
 
     return pa.array(
         [None if v is None else binascii.a2b_base64(v, strict_mode=True) for v in text.to_pylist()],
@@ -271,9 +251,8 @@ def _binary(ctype: ColumnType, text: Any, target: Any) -> Any:
     )
 
 
-def _member_names(ctype: ColumnType, text: Any, target: Any) -> Any:
+def _member_names(ctype: ColumnType, text: pa.Array, target: pa.DataType) -> pa.Array:
     """ENUM index / SET bitmask to member names (when the type lists them)."""
-    import pyarrow as pa
 
     if not ctype.elements:
         return text
@@ -298,7 +277,7 @@ def _set_text(ctype: ColumnType) -> Callable[[int], str | None]:
     return names
 
 
-_CONVERTERS: dict[Family, Callable[[ColumnType, Any, Any], Any]] = {
+_CONVERTERS: dict[Family, Converter] = {
     Family.INTEGER: _integer,
     Family.YEAR: _integer,
     Family.BIT: _integer,

@@ -20,21 +20,33 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
-from ticdc_spark.crashpoints import crash_point
+import pyarrow as pa
+
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
+from ticdc_spark.pipeline.failpoints import crash_point
+from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
+from ticdc_spark.sinks.base import TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
-
-__all__ = ["DeltaSink"]
 
 # delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s (dirty_decay_ms)
 # before handing them back: across micro-batches the driver's resident memory then climbs with
 # each merge's working set (benchmarks/memory_bench.py, docs/pipeline.md).  Decaying in 1 s
 # (its background thread purges) returns them between batches.  Read once, when deltalake
-# loads, so set before the first ``from deltalake``; a setting of the user's wins.
+# loads, so set before the first ``from deltalake``; a setting of the user's wins.  (Only
+# sinks.make_sink and the tests load this module.)
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:1000,muzzy_decay_ms:0")
+
+from deltalake import (
+    CommitProperties,
+    DeltaTable,
+    Field,
+    Transaction,
+    write_deltalake,
+)
+
+__all__ = ["DeltaSink"]
 
 log = logging.getLogger(__name__)
 TRASH = "_ticdc%trash"  # dropped tables being deleted (never a quoted database name)
@@ -51,29 +63,26 @@ class DeltaSink(TableSink):
         self.app_id = app_id
         self._empty_trash()
 
+    @classmethod
+    def from_target(cls, location: str, app_id: str) -> DeltaSink:
+        """``delta:PATH``: the tables under directory ``PATH``."""
+        return cls(location, app_id=app_id)
+
     def path(self, key: TableKey) -> Path:
         return self.root / _safe(key[0]) / _safe(key[1])
 
-    def _commit(self, version: int) -> Any:
-        from deltalake import CommitProperties, Transaction
-
+    def _commit(self, version: int) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, version)])
 
     # -- hooks ----------------------------------------------------------------------------
 
     def open_table(self, key: TableKey) -> Any:
-        from deltalake import DeltaTable
-
         return DeltaTable(str(self.path(key)))
 
     def exists(self, key: TableKey) -> bool:
-        from deltalake import DeltaTable
-
         return key in self._open or DeltaTable.is_deltatable(str(self.path(key)))
 
     def create(self, schema: TableSchema) -> None:
-        from deltalake import DeltaTable
-
         key = (schema.database, schema.table)
         self._forget(key)
         self.path(key).mkdir(parents=True, exist_ok=True)
@@ -85,9 +94,7 @@ class DeltaSink(TableSink):
             description=f"TiDB {schema.qualified_name}",
         )
 
-    def arrow_schema(self, key: TableKey) -> Any:
-        import pyarrow as pa
-
+    def arrow_schema(self, key: TableKey) -> pa.Schema:
         return pa.schema(self._table(key).schema())
 
     def applied_version(self, key: TableKey) -> int:
@@ -96,7 +103,7 @@ class DeltaSink(TableSink):
         found = self._table(key).transaction_version(self.app_id)
         return -1 if found is None else int(found)
 
-    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
+    def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]:
         keys = list(schema.handle_key) or list(schema.column_names)
         # (each term bracketed: delta-rs reads `a IS NOT DISTINCT FROM b AND c ...` wrongly)
         predicate = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys)
@@ -109,26 +116,21 @@ class DeltaSink(TableSink):
         )
         ts, op = _q(COMMIT_TS), _q(OP)
         # newer, or at the same commit ts a change over a delete's tombstone (the INSERT half of
-        # an update TiCDC split in two; see consume._ORDER)
+        # an update TiCDC split in two; see pipeline.barriers)
         newer = (
-            f"s.{ts} > t.{ts} OR (s.{ts} = t.{ts} AND t.{op} = '{DELETE_OP}'"
-            f" AND s.{op} <> '{DELETE_OP}')"
+            f"s.{ts} > t.{ts} OR (s.{ts} = t.{ts} AND t.{op} = '{OP_DELETE}'"
+            f" AND s.{op} <> '{OP_DELETE}')"
         )
         result: dict[str, Any] = (
             merger.when_matched_update_all(predicate=newer).when_not_matched_insert_all().execute()
         )
         return result
 
-    def add_columns(self, key: TableKey, fields: list[Any]) -> None:
-        from deltalake import Field
-
+    def add_columns(self, key: TableKey, fields: list[pa.Field]) -> None:
         if fields:
             self._table(key).alter.add_columns([Field.from_arrow(f) for f in fields])
 
     def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
-        import pyarrow as pa
-        from deltalake import write_deltalake
-
         key = (schema.database, schema.table)
         current = self._table(key).to_pyarrow_table()
         target = table_arrow_schema(schema)
@@ -171,12 +173,10 @@ class DeltaSink(TableSink):
         crash_point("rename")
         self.path(old).rename(target)
 
-    def read(self, key: TableKey) -> Any:
+    def read(self, key: TableKey) -> pa.Table:
         return self._table(key).to_pyarrow_table()
 
     def tables(self) -> list[TableKey]:
-        from deltalake import DeltaTable
-
         return [
             (_unsafe(database.name), _unsafe(table.name))
             for database in sorted(p for p in self.root.glob("*") if p.is_dir())
@@ -203,6 +203,4 @@ def _safe(name: str) -> str:
 
 
 def _unsafe(name: str) -> str:
-    from urllib.parse import unquote
-
     return unquote(name)

@@ -14,10 +14,16 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from ticdc_spark.crashpoints import crash_point
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, IsNull, LessThan, Or
+
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import DELETE_OP, TableKey, TableSink, carried_columns
+from ticdc_spark.pipeline.failpoints import crash_point
+from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
+from ticdc_spark.sinks.base import TableSink, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
@@ -27,14 +33,12 @@ VERSION_PROPERTY = "ticdc.version"
 _REWRITE_SUFFIX = "__ticdc_rewrite"
 
 
-def _has_nulls(rows: Any, keys: list[str]) -> bool:
+def _has_nulls(rows: pa.Table, keys: list[str]) -> bool:
     return any(rows[k].null_count for k in keys)
 
 
-def _match(rows: Any, keys: list[str]) -> Any:
+def _match(rows: pa.Table, keys: list[str]) -> Any:
     """An Iceberg filter matching the rows' keys, a null matching a null."""
-    from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, IsNull, Or
-
     if len(keys) == 1 and not rows[keys[0]].null_count:
         values = rows[keys[0]].unique().to_pylist()
         return In(keys[0], values) if values else AlwaysFalse()  # type: ignore[call-arg,arg-type]
@@ -62,11 +66,10 @@ def parse_iceberg_target(spec: str) -> tuple[str, str]:
     return uri, warehouse
 
 
-def iceberg_arrow_schema(schema: TableSchema) -> Any:
+def iceberg_arrow_schema(schema: TableSchema) -> pa.Schema:
     """The table's Arrow schema with the integer types Iceberg has."""
-    import pyarrow as pa
 
-    def widen(arrow_type: Any) -> Any:
+    def widen(arrow_type: pa.DataType) -> pa.DataType:
         if pa.types.is_int8(arrow_type) or pa.types.is_int16(arrow_type):
             return pa.int32()
         return arrow_type
@@ -82,12 +85,16 @@ class IcebergSink(TableSink):
     name = "iceberg"
 
     def __init__(self, catalog_uri: str, warehouse: str, name: str = "ticdc") -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
         super().__init__()
         self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse)
 
-    def _cast(self, schema: TableSchema, rows: Any) -> Any:
+    @classmethod
+    def from_target(cls, location: str, app_id: str) -> IcebergSink:
+        """``iceberg:CATALOG_URI#WAREHOUSE``.  (The step version is a table property, which
+        needs no app id: a checkpoint's versions are its own, see the module's doc.)"""
+        return cls(*parse_iceberg_target(location))
+
+    def _cast(self, schema: TableSchema, rows: pa.Table) -> pa.Table:
         """Rows in the stored types, their columns in the table's order (pyiceberg matches
         by position; columns added in place come after the bookkeeping ones)."""
         rows = rows.cast(iceberg_arrow_schema(schema))
@@ -96,7 +103,7 @@ class IcebergSink(TableSink):
         order += [n for n in rows.column_names if n not in order]
         return rows.select(order) if order != rows.column_names else rows
 
-    def stored_schema(self, schema: TableSchema) -> Any:
+    def stored_schema(self, schema: TableSchema) -> pa.Schema:
         return iceberg_arrow_schema(schema)
 
     # -- hooks ----------------------------------------------------------------------------
@@ -116,7 +123,7 @@ class IcebergSink(TableSink):
         self.catalog.create_namespace_if_not_exists(schema.database)
         self.catalog.create_table_if_not_exists(key, iceberg_arrow_schema(schema))
 
-    def arrow_schema(self, key: TableKey) -> Any:
+    def arrow_schema(self, key: TableKey) -> pa.Schema:
         return self._table(key).schema().as_arrow()
 
     def applied_version(self, key: TableKey) -> int:
@@ -124,7 +131,7 @@ class IcebergSink(TableSink):
             return -1
         return int(self._table(key).properties.get(VERSION_PROPERTY, -1))
 
-    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
+    def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]:
         key = (schema.database, schema.table)
         table = self._table(key)
         keys = list(schema.handle_key) or list(schema.column_names)
@@ -145,12 +152,9 @@ class IcebergSink(TableSink):
             tx.set_properties({VERSION_PROPERTY: str(version)})
         return {"num_source_rows": rows.num_rows, "written": newer.num_rows}
 
-    def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
+    def _newer_than_existing(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Table:
         """The incoming rows whose key is new or whose commit ts beats the stored one (or
         equals a delete's tombstone's, for a change that is not a delete: see DeltaSink)."""
-        import pyarrow.compute as pc
-        from pyiceberg.expressions import In
-
         if _has_nulls(rows, keys):
             return self._newer_null_safe(table, keys, rows)
         first = keys[0]
@@ -164,9 +168,9 @@ class IcebergSink(TableSink):
         stored_ts = joined["_stored_ts"]
         over_tombstone = pc.and_kleene(
             pc.and_kleene(
-                pc.equal(joined[COMMIT_TS], stored_ts), pc.equal(joined["_stored_op"], DELETE_OP)
+                pc.equal(joined[COMMIT_TS], stored_ts), pc.equal(joined["_stored_op"], OP_DELETE)
             ),
-            pc.not_equal(joined[OP], DELETE_OP),
+            pc.not_equal(joined[OP], OP_DELETE),
         )
         keep = pc.or_kleene(
             pc.or_kleene(pc.is_null(stored_ts), pc.greater(joined[COMMIT_TS], stored_ts)),
@@ -177,11 +181,9 @@ class IcebergSink(TableSink):
             joined.filter(keep).drop_columns(["_stored_ts", "_stored_op"]).select(rows.column_names)
         )
 
-    def _newer_null_safe(self, table: Any, keys: list[str], rows: Any) -> Any:
+    def _newer_null_safe(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Table:
         """:meth:`_newer_than_existing` with null-safe key matching, in Python (Arrow joins
         never match nulls): for tables without a key, whose rows may hold nulls."""
-        import pyarrow as pa
-
         scan = table.scan(row_filter=_match(rows, keys), selected_fields=(*keys, COMMIT_TS, OP))
         stored = {
             tuple(r[k] for k in keys): (r[COMMIT_TS], r[OP]) for r in scan.to_arrow().to_pylist()
@@ -192,13 +194,11 @@ class IcebergSink(TableSink):
             keep.append(
                 found is None
                 or row[COMMIT_TS] > found[0]
-                or (row[COMMIT_TS] == found[0] and found[1] == DELETE_OP != row[OP])
+                or (row[COMMIT_TS] == found[0] and found[1] == OP_DELETE != row[OP])
             )
         return rows.filter(pa.array(keep, pa.bool_()))
 
-    def add_columns(self, key: TableKey, fields: list[Any]) -> None:
-        import pyarrow as pa
-
+    def add_columns(self, key: TableKey, fields: list[pa.Field]) -> None:
         if not fields:
             return
         table = self._table(key)
@@ -214,8 +214,6 @@ class IcebergSink(TableSink):
 
     def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
         """Copy into a new table of the new schema, then swap it in by catalog rename."""
-        import pyarrow as pa
-
         key = (schema.database, schema.table)
         current = self._table(key).scan().to_arrow()
         target = iceberg_arrow_schema(schema)
@@ -245,8 +243,6 @@ class IcebergSink(TableSink):
             self.catalog.rename_table(temp, key)
 
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
-        from pyiceberg.expressions import LessThan
-
         table = self._table(key)
         with table.transaction() as tx:
             tx.delete(LessThan(COMMIT_TS, int(commit_ts)))  # type: ignore[call-arg,arg-type]
@@ -265,7 +261,7 @@ class IcebergSink(TableSink):
         crash_point("rename")
         self.catalog.rename_table(old, new)
 
-    def read(self, key: TableKey) -> Any:
+    def read(self, key: TableKey) -> pa.Table:
         return self._table(key).scan().to_arrow()
 
     def tables(self) -> list[TableKey]:

@@ -41,7 +41,7 @@ from pyspark.sql.streaming.datasource import (
 
 from ticdc_spark.errors import CaptureError, ConfigError
 from ticdc_spark.io.capture import read_capture
-from ticdc_spark.spark.kafka_schema import KafkaColumnsSource, empty_columns, record_batch
+from ticdc_spark.spark.kafka.schema import KafkaColumnsSource, empty_columns, record_batch
 
 __all__ = ["CaptureDataSource", "capture_partitions", "register"]
 

@@ -14,11 +14,15 @@ from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import Any
 
-from ticdc_spark.changelog import ERROR, ChangelogBuilder, arrow_schema
+import pyarrow as pa
+
 from ticdc_spark.codec import Message, get_codec, make_decoder
 from ticdc_spark.codec.base import ArrowBatchDecoder, BatchDecoder, Decoder, StatefulDecoder
 from ticdc_spark.errors import ConfigError, DecodeError
 from ticdc_spark.filter import TableFilter
+from ticdc_spark.pipeline.changelog import ERROR, ChangelogBuilder, arrow_schema
+from ticdc_spark.pipeline.dead_letters import DEAD_LETTER_FIELDS
+from ticdc_spark.pipeline.policy import OnError
 
 __all__ = ["changes", "dead_letters", "decode", "decode_batches"]
 
@@ -43,21 +47,24 @@ def decode(
     protocol: str,
     options: Mapping[str, Any] | None = None,
     *,
-    on_error: str = "dead-letter",
+    on_error: str = OnError.DEAD_LETTER,
     compiled: bool = True,
     table_filter: TableFilter | None = None,
 ) -> Any:
-    """The changelog DataFrame of a Kafka-shaped DataFrame (see :mod:`ticdc_spark.changelog`).
+    """The changelog DataFrame of a Kafka-shaped DataFrame (see
+    :mod:`ticdc_spark.pipeline.changelog`).
 
+    ``on_error``: ``dead-letter`` (messages that fail to decode become ERROR rows) or
+    ``stop`` (the job fails on the first; ``fail`` is accepted for it too).
     ``table_filter`` (TiCDC's table-filter rules, :class:`~ticdc_spark.filter.TableFilter`)
     drops the messages of the tables it filters out before their rows are decoded: they give
     no rows and no dead letters.
 
     Simple's rows name a schema version that BOOTSTRAP and DDL messages bring, possibly in
     another task: a row whose schema its task has not met comes out as a *wire row* (images
-    null, ``value`` the message; see :mod:`ticdc_spark.changelog`), which the pipeline's
-    consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or
-    ``consume.Planner(finisher=codec.make_finisher("simple", options))``).
+    null, ``value`` the message; see :mod:`ticdc_spark.pipeline.changelog`), which the
+    pipeline's consumer finishes (:func:`~ticdc_spark.spark.pipeline.start`, or a
+    :class:`~ticdc_spark.pipeline.planner.Planner` with ``Capabilities.of("simple")``).
 
     ``compiled=False`` keeps a protocol's Arrow batch path (Canal-JSON's compiled scanner,
     Avro's and Debezium's column-wise paths) out of use, to compare or to rule it out; the
@@ -66,17 +73,10 @@ def decode(
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    if on_error not in ("dead-letter", "fail"):
-        raise ConfigError(f"on_error must be dead-letter or fail, not {on_error!r}")
-    options = dict(options or {})
-    spec = get_codec(protocol)
-    spec.parse_options(options)  # fail fast on the driver, with a clear error
-    missing = [c for c in SOURCE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ConfigError(f"the source DataFrame lacks Kafka columns: {', '.join(missing)}")
-    fail = on_error == "fail"
+    fail = OnError.parse(on_error, (OnError.DEAD_LETTER, OnError.STOP)) == OnError.STOP
+    options = _checked(df, protocol, options)
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return decode_batches(
             batches, protocol, options, fail=fail, compiled=compiled, table_filter=table_filter
         )
@@ -84,15 +84,26 @@ def decode(
     return df.select(*SOURCE_COLUMNS).mapInArrow(run, from_arrow_schema(arrow_schema()))
 
 
+def _checked(df: Any, protocol: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The codec options, checked on the driver (a clear error before any task runs), and
+    the source DataFrame's columns."""
+    options = dict(options or {})
+    get_codec(protocol).parse_options(options)
+    missing = [c for c in SOURCE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ConfigError(f"the source DataFrame lacks Kafka columns: {', '.join(missing)}")
+    return options
+
+
 def decode_batches(
-    batches: Iterator[Any],
+    batches: Iterator[pa.RecordBatch],
     protocol: str,
     options: Mapping[str, Any],
     *,
     fail: bool = False,
     compiled: bool = True,
     table_filter: TableFilter | None = None,
-) -> Iterator[Any]:
+) -> Iterator[pa.RecordBatch]:
     """Decode Arrow batches of Kafka records into changelog batches (runs in the tasks).
 
     Consecutive small input batches are decoded together (up to :data:`COALESCE_RECORDS`
@@ -143,12 +154,10 @@ class _Stage:
         self.whole = decoder.decode_batch if isinstance(decoder, BatchDecoder) else None
         self.stateful = decoder if isinstance(decoder, StatefulDecoder) else None
 
-    def fast(self, parts: list[Any]) -> Any:
+    def fast(self, parts: list[pa.RecordBatch]) -> pa.RecordBatch | None:
         """The changelog of batches joined into one by the decoder's batch path, or None
         (the decoder put back where it stood) when the batches do not join or the path does
         not take them: then each is decoded on its own, as Spark cut them."""
-        import pyarrow as pa
-
         if self.arrow is None and self.whole is None:
             return None
         try:
@@ -161,7 +170,7 @@ class _Stage:
             self._restore(before)
         return out
 
-    def decoded(self, batch: Any) -> Any:
+    def decoded(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The changelog of one batch: by the batch path, else one message at a time, where
         every check runs; should Arrow still refuse the rows, each record on its own."""
         records = _Records(batch, self.decoder, self.fail)
@@ -176,7 +185,9 @@ class _Stage:
             self._restore(before)
             return records.isolated()
 
-    def _batch_path(self, batch: Any, records: _Records, before: Any) -> Any:
+    def _batch_path(
+        self, batch: pa.RecordBatch, records: _Records, before: Any
+    ) -> pa.RecordBatch | None:
         out = None
         if self.arrow is not None:
             try:
@@ -222,7 +233,7 @@ class _Joining:
     def __init__(self) -> None:
         self.per_record: float | None = None
 
-    def saw(self, changelog: Any, records: int) -> None:
+    def saw(self, changelog: pa.RecordBatch, records: int) -> None:
         per = changelog.nbytes / max(records, 1)
         self.per_record = per if self.per_record is None else max(self.per_record, per)
 
@@ -232,10 +243,12 @@ class _Joining:
         return min(COALESCE_RECORDS, int(MAX_JOINED_OUTPUT_BYTES / max(self.per_record, 1.0)))
 
 
-def _coalesced(batches: Iterator[Any], joining: _Joining) -> Iterator[list[Any]]:
+def _coalesced(
+    batches: Iterator[pa.RecordBatch], joining: _Joining
+) -> Iterator[list[pa.RecordBatch]]:
     """The batches in order, consecutive ones grouped to be decoded together up to
     ``joining.most()`` records and :data:`COALESCE_BYTES`; a batch past a bound goes alone."""
-    pending: list[Any] = []
+    pending: list[pa.RecordBatch] = []
     records = size = 0
     for batch in batches:
         if pending and (
@@ -249,12 +262,10 @@ def _coalesced(batches: Iterator[Any], joining: _Joining) -> Iterator[list[Any]]
         yield pending
 
 
-def _narrowed(batch: Any) -> Any:
+def _narrowed(batch: pa.RecordBatch) -> pa.RecordBatch:
     """The batch with 32-bit offsets, as Spark's Kafka columns have them by default: with
     ``spark.sql.execution.arrow.useLargeVarTypes`` Spark sends large_binary and large_string,
     which the batch paths do not read.  (A batch is at most MAX_INPUT_BYTES here: it fits.)"""
-    import pyarrow as pa
-
     narrow = {pa.large_binary(): pa.binary(), pa.large_string(): pa.string()}
     if not any(field.type in narrow for field in batch.schema):
         return batch
@@ -262,7 +273,7 @@ def _narrowed(batch: Any) -> Any:
     return batch.cast(pa.schema(fields))
 
 
-def _bounded(batches: Iterator[Any]) -> Iterator[Any]:
+def _bounded(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The batches, each over :data:`MAX_INPUT_BYTES` cut into slices of about that size."""
     for batch in batches:
         size = batch.nbytes
@@ -278,7 +289,7 @@ def _bounded(batches: Iterator[Any]) -> Iterator[Any]:
 class _Records:
     """One Arrow batch of Kafka records as Python lists, and the changelog being built."""
 
-    def __init__(self, batch: Any, decoder: Decoder, fail: bool) -> None:
+    def __init__(self, batch: pa.RecordBatch, decoder: Decoder, fail: bool) -> None:
         self.batch = batch
         self.decoder = decoder
         self.fail = fail
@@ -319,18 +330,16 @@ class _Records:
                 raise
             builder.add_error(str(exc), topic, partition, offset, message.key, message.value)
 
-    def one_by_one(self) -> Any:
+    def one_by_one(self) -> pa.RecordBatch:
         """The changelog batch of every record decoded with every check."""
         self.builder = ChangelogBuilder()
         for i in range(len(self.values)):
             self.decode_one(i)
         return self.builder.to_batch()
 
-    def isolated(self) -> Any:
+    def isolated(self) -> pa.RecordBatch:
         """Like :meth:`one_by_one`, with each record's rows made into Arrow on their own, so
         that a record Arrow refuses becomes a dead letter (or the error, in fail mode)."""
-        import pyarrow as pa
-
         parts = []
         for i in range(len(self.values)):
             self.builder = ChangelogBuilder()
@@ -361,6 +370,4 @@ def dead_letters(changelog: Any) -> Any:
     """The messages that failed to decode: topic, partition, offset, error, key, value."""
     from pyspark.sql import functions as F
 
-    return changelog.where(F.col("kind") == ERROR).select(
-        "topic", "partition", "offset", "error", "key", "value"
-    )
+    return changelog.where(F.col("kind") == ERROR).select(*DEAD_LETTER_FIELDS)

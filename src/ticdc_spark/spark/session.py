@@ -45,31 +45,45 @@ def local_session(
     features = tuple(features)
     if features:
         check_spark_version()
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    # Python workers must run this interpreter (with pyarrow and ticdc_spark), not PATH's.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+    _python_environment()
     from pyspark.sql import SparkSession
 
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app)
-        .config("spark.ui.enabled", "false")
-        # The driver collects each micro-batch's changelog to apply it; the default 1 GiB
-        # heap and result-size cap are too small for batches of a few hundred thousand rows.
-        .config("spark.driver.memory", os.environ.get("TICDC_SPARK_DRIVER_MEMORY", "4g"))
-        .config("spark.driver.maxResultSize", "0")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(max(2, cores)))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-        .config("spark.python.worker.reuse", "true")
-    )
-    chosen = {**ARROW_BATCH_CONF, **spark_settings(features), **(settings or {}), **conf}
+    builder = SparkSession.builder.master(f"local[{cores}]").appName(app)
+    chosen = {
+        **_defaults(cores),
+        **ARROW_BATCH_CONF,
+        **spark_settings(features),
+        **(settings or {}),
+        **conf,
+    }
     for key, value in chosen.items():
         builder = builder.config(key, str(value))
     return builder.getOrCreate()
+
+
+def _python_environment() -> None:
+    """Loopback networking, and Python workers that run this interpreter (with pyarrow and
+    ticdc_spark), not PATH's; a variable already set wins."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
+
+
+def _defaults(cores: int) -> dict[str, str]:
+    """The session settings of a local pipeline, before the caller's."""
+    return {
+        "spark.ui.enabled": "false",
+        # The driver collects each micro-batch's changelog to apply it; the default 1 GiB
+        # heap and result-size cap are too small for batches of a few hundred thousand rows.
+        "spark.driver.memory": os.environ.get("TICDC_SPARK_DRIVER_MEMORY", "4g"),
+        "spark.driver.maxResultSize": "0",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(max(2, cores)),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.python.worker.reuse": "true",
+    }

@@ -17,19 +17,27 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Sequence
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from fastavro import schemaless_reader
 
-from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged, own_rows, row_batch
-from ticdc_spark.codec.avro.columns import as_arrow
+from ticdc_spark.codec.arrowrows import (
+    CarefulRows,
+    OwnPart,
+    Tables,
+    merged,
+    own_rows,
+    row_batch,
+)
+from ticdc_spark.codec.avro.columns import as_arrow, column_text
+from ticdc_spark.codec.avro.plan import ColumnText, Plan, Plans, Record
 from ticdc_spark.codec.avro.vectorized import read_columns
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.model import RowKind, TableSchema
-
-if TYPE_CHECKING:
-    from ticdc_spark.codec.avro.decoder import AvroDecoder
 
 __all__ = ["decode_batch"]
 
@@ -37,26 +45,23 @@ __all__ = ["decode_batch"]
 class _Group:
     """The records of one (value, key) header whose plan is known, and what they read as."""
 
-    def __init__(self, plan: Any, indices: list[int]) -> None:
+    def __init__(self, plan: Plan, indices: list[int]) -> None:
         self.plan = plan
         self.indices = indices  # the records, ascending
         self.datums: list[dict[str, Any]] = []
         self.read: list[int] = []  # the records whose body read, ascending
-        self.columns: dict[str, Any] | None = None  # (read by numpy: Arrow arrays instead)
+        self.columns: dict[str, pa.Array] | None = None  # (read by numpy: Arrow arrays instead)
 
 
 def decode_batch(
-    decoder: AvroDecoder, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
-) -> Any:
+    plans: Plans, batch: pa.RecordBatch, careful: Callable[[int], None], sink: ChangelogSink
+) -> pa.RecordBatch:
     """The changelog batch of an Arrow batch of Kafka records."""
-    import numpy as np
-
     careful_rows = CarefulRows(careful, sink)
     values = batch.column("value").to_pylist()
-    groups = _groups(decoder, batch, values, careful_rows)
     tables = Tables(sink.row_kind)
     parts, images, unread = [], [], []
-    for whole in groups:
+    for whole in _groups(plans, batch, values, careful_rows):
         for group in _vectorized(whole, batch.column("value")):
             unread.extend(_read(group, values))
             if not group.read:
@@ -68,8 +73,8 @@ def decode_batch(
             unread.extend(bad)
     for i in sorted(unread):
         careful_rows(i)
+    map_type = sink.arrow_schema().field("after").type
     if careful_rows.sources:  # (the careful rows have their images: each part gets its own)
-        map_type = sink.arrow_schema().field("after").type
         parts = [
             _with_after(part, image, map_type) for part, image in zip(parts, images, strict=True)
         ]
@@ -80,7 +85,6 @@ def decode_batch(
     rows = merged(own, careful_rows.rows(), tables, sink.row_kind)
     if not images:
         return rows
-    map_type = sink.arrow_schema().field("after").type
     after = _after_images(images, np.argsort(own[1], kind="stable"), map_type)
     return rows.set_column(rows.schema.get_field_index("after"), "after", after)
 
@@ -90,17 +94,33 @@ class _Image:
     columns one after the other (``n`` values each); the group's changelog rows are its
     records ``rows`` (those converted)."""
 
-    def __init__(self, texts: Any, names: list[str], n: int, rows: Any) -> None:
+    def __init__(self, texts: pa.StringArray, names: list[str], n: int, rows: np.ndarray) -> None:
         self.texts, self.names, self.n, self.rows = texts, names, n, rows
 
 
-def _after_images(images: list[_Image], order: Any, map_type: Any) -> Any:
+def _after_images(images: list[_Image], order: np.ndarray, map_type: pa.DataType) -> pa.MapArray:
     """The after images of the groups' rows (taken one group after the other) in ``order``,
-    as one Arrow map column: one take of the keys and one of the values, whose positions
-    numpy computes (row ``r`` of a group: values ``r``, ``n + r``, ``2n + r``, ...)."""
-    import numpy as np
-    import pyarrow as pa
+    as one Arrow map column: one take of the keys and one of the values (their positions:
+    :func:`_entry_positions`)."""
+    offsets, key_at, value_at = _entry_positions(images, order)
+    values = (
+        pa.concat_arrays([image.texts for image in images]) if images else pa.array([], pa.string())
+    )
+    names = pa.array([name for image in images for name in image.names], pa.string())
+    return pa.MapArray.from_arrays(
+        pa.array(offsets.astype(np.int32)),
+        names.take(pa.array(key_at)),
+        values.take(pa.array(value_at)),
+        type=map_type,
+    )
 
+
+def _entry_positions(
+    images: list[_Image], order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(map offsets, each entry's key position, each entry's value position) of the groups'
+    rows in ``order``, computed by numpy: row ``r`` of a group has its values at ``r``,
+    ``n + r``, ``2n + r``, ... of the group's texts."""
     starts, strides, counts, key_starts = [], [], [], []
     values_at = keys_at = 0
     for image in images:
@@ -125,87 +145,82 @@ def _after_images(images: list[_Image], order: Any, map_type: Any) -> Any:
         value_at = np.repeat(start - stride * firsts, count) + images[0].n * entry
     else:
         value_at = np.repeat(start - stride * firsts, count) + np.repeat(stride, count) * entry
-    values = (
-        pa.concat_arrays([image.texts for image in images]) if images else pa.array([], pa.string())
-    )
-    names = pa.array([name for image in images for name in image.names], pa.string())
-    return pa.MapArray.from_arrays(
-        pa.array(offsets.astype(np.int32)),
-        names.take(pa.array(key_at)),
-        values.take(pa.array(value_at)),
-        type=map_type,
-    )
+    return offsets, key_at, value_at
 
 
-def _with_after(part: tuple[Any, Any, Any, Any], image: _Image, map_type: Any) -> Any:
+def _with_after(part: OwnPart, image: _Image, map_type: pa.DataType) -> OwnPart:
     """The part with its rows' after images."""
-    import numpy as np
-
     rows = part[0]
     after = _after_images([image], np.arange(rows.num_rows), map_type)
     return (rows.set_column(rows.schema.get_field_index("after"), "after", after), *part[1:])
 
 
 def _groups(
-    decoder: AvroDecoder, batch: Any, values: list[bytes | None], careful: CarefulRows
+    plans: Plans, batch: pa.RecordBatch, values: list[bytes | None], careful: CarefulRows
 ) -> list[_Group]:
     """The records grouped by their headers (found by Arrow, not a loop over the records),
     each group with the plan its header has; every other record through ``careful``, in
     record order (the one decode path makes the plans, and a tombstone names its table's
     columns by the newest value schema of its table planned before it, as one record at a
     time does)."""
-    import numpy as np
-
     codes = _header_codes(batch)
-    order = np.argsort(codes, kind="stable")
-    ordered = codes[order]
-    bounds = np.flatnonzero(np.diff(ordered)) + 1
     keys = batch.column("key")
     groups: dict[int, _Group] = {}
-    waiting: dict[int, list[int]] = {}  # header code -> its records, while it has no plan
+    waiting = False  # (a header without a plan yet: the one path plans it on its first record)
     pending: list[int] = []  # records for the one decode path, before the plans are known
-    for members in np.split(order, bounds):
-        if not len(members):
-            continue
-        code, indices = int(codes[members[0]]), members.tolist()
+    for code, indices in _by_code(codes):
         if code < 0:  # (no value: a tombstone or an empty record)
             pending.extend(indices)
             continue
         first = indices[0]
-        plan = decoder.known_plan(values[first], keys[first].as_py() or b"")
+        plan = plans.known_plan(values[first], keys[first].as_py() or b"")  # type: ignore[arg-type]
         if plan is None:
-            waiting[code] = indices
+            waiting = True
             pending.extend(indices)
-        elif not decoder.skips(plan.table):
+        elif not plans.skips(plan.table):
             groups[code] = _Group(plan, indices)
     if waiting:
-        pending.sort()
-        known: dict[int, list[int]] = {}
-        for i in pending:
-            code = int(codes[i])
-            if code in known:
-                known[code].append(i)
-                continue
-            careful(i)
-            if code >= 0 and (plan := decoder.known_plan(values[i], keys[i].as_py() or b"")):  # type: ignore[arg-type]
-                if not decoder.skips(plan.table):
-                    known[code] = []
-                    groups[code] = _Group(plan, known[code])
-                else:
-                    known[code] = []  # (a filtered table: its records give nothing)
+        _plan_pending(plans, sorted(pending), (codes, values, keys), careful, groups)
     else:
         for i in sorted(pending):
             careful(i)
     return list(groups.values())
 
 
-def _header_codes(batch: Any) -> Any:
+def _by_code(codes: np.ndarray) -> list[tuple[int, list[int]]]:
+    """(header code, its records in ascending order) for each code."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    return [(int(codes[m[0]]), m.tolist()) for m in np.split(order, bounds) if len(m)]
+
+
+def _plan_pending(
+    plans: Plans,
+    pending: list[int],
+    records: tuple[np.ndarray, list[bytes | None], pa.Array],
+    careful: CarefulRows,
+    groups: dict[int, _Group],
+) -> None:
+    """The pending records in record order: each through ``careful`` until its header has a
+    plan (the one decode path made it), the rest of that header's records into its group."""
+    codes, values, keys = records
+    known: dict[int, list[int]] = {}
+    for i in pending:
+        code = int(codes[i])
+        if code in known:
+            known[code].append(i)
+            continue
+        careful(i)
+        if code >= 0 and (plan := plans.known_plan(values[i], keys[i].as_py() or b"")):  # type: ignore[arg-type]
+            known[code] = []
+            if not plans.skips(plan.table):
+                groups[code] = _Group(plan, known[code])
+            # (a filtered table: its records give nothing)
+
+
+def _header_codes(batch: pa.RecordBatch) -> np.ndarray:
     """A number for each record's (value header, key header) pair; -1 without a value (or
     with an empty key)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     values, keys = batch.column("value"), batch.column("key")
     if pa.types.is_null(keys.type):
         keys = pa.nulls(len(keys), pa.binary())
@@ -220,15 +235,13 @@ def _header_codes(batch: Any) -> Any:
     # header of a null key is empty too)
     keyed = pc.fill_null(pc.not_equal(pc.binary_length(keys), 0), True)
     codes = pc.if_else(pc.and_(present, keyed), pc.fill_null(codes, -1), -1)
-    return codes.to_numpy(zero_copy_only=False).astype(np.int64)
+    numbers: np.ndarray = codes.to_numpy(zero_copy_only=False).astype(np.int64)
+    return numbers
 
 
-def _vectorized(group: _Group, values: Any) -> list[_Group]:
+def _vectorized(group: _Group, values: pa.BinaryArray) -> list[_Group]:
     """The group's records read by numpy (:mod:`.vectorized`) when its writer schema allows,
     as a group of Arrow columns, and a group of those left to fastavro."""
-    import numpy as np
-    import pyarrow as pa
-
     kinds = group.plan.record.kinds
     if kinds is None:
         return [group]
@@ -273,13 +286,10 @@ def _read(group: _Group, values: list[bytes | None]) -> list[int]:
 
 
 def _group_rows(
-    group: _Group, batch: Any, tables: Tables, sink: ChangelogSink
-) -> tuple[Any, _Image | None, list[int]]:
+    group: _Group, batch: pa.RecordBatch, tables: Tables, sink: ChangelogSink
+) -> tuple[OwnPart | None, _Image | None, list[int]]:
     """((rows, their records, table numbers, schema numbers) or None, their after images
     (the rows' own are null), the records left to the one decode path)."""
-    import numpy as np
-    import pyarrow as pa
-
     plan, record = group.plan, group.plan.record
     names = [field[0] for field in record.fields]
     positions = {name: j for j, name in enumerate(names)}
@@ -294,9 +304,27 @@ def _group_rows(
     if kinds is None:
         return None, None, group.read
     updates, commit_ts, bad_rows = kinds
+    flat = _texts(group, columns, bad_rows)
+    map_type = sink.arrow_schema().field("after").type
+    before = _before(flat, plan.key, [positions[name] for name in plan.key], updates, map_type)
+    indices = np.array(group.read, np.int64)
+    after = pa.nulls(n, map_type)  # (made with the other groups': _after_images)
+    rows = _rows(plan.table, commit_ts, batch, indices, (before, after), updates, sink)
+    slots = np.full(n, tables.slot((plan.table.database, plan.table.table)), np.int64)
+    schema_texts = np.full(n, tables.text(plan.table_json), np.int64)
+    part: OwnPart = (rows, indices, slots, schema_texts)
+    part, kept = _without_rows(part, bad_rows)
+    return part, _Image(flat, names, n, kept), [group.read[r] for r in bad_rows]
+
+
+def _texts(group: _Group, columns: list[Any], bad_rows: set[int]) -> pa.StringArray:
+    """The group's column fields as changelog text, one column after the other (the rows a
+    column could not convert added to ``bad_rows``)."""
     texts = []
     ready = _ready(group)
-    for j, (convert, column) in enumerate(zip(record.columns, columns, strict=False)):
+    for j, (convert, column) in enumerate(
+        zip(_column_texts(group.plan.record), columns, strict=False)
+    ):
         if j in ready:  # (a decimal numpy read as its text)
             texts.append(column)
             continue
@@ -305,22 +333,30 @@ def _group_rows(
         text, bad = convert(column)
         texts.append(text)
         bad_rows.update(bad)
-    flat = pa.concat_arrays(texts) if texts else pa.array([], pa.string())
-    map_type = sink.arrow_schema().field("after").type
-    before = _before(flat, plan.key, [positions[name] for name in plan.key], updates, map_type)
-    indices = np.array(group.read, np.int64)
-    after = pa.nulls(n, map_type)  # (made with the other groups': _after_images)
-    rows = _rows(plan.table, commit_ts, batch, indices, (before, after), updates, sink)
-    slots = np.full(n, tables.slot((plan.table.database, plan.table.table)), np.int64)
-    schema_texts = np.full(n, tables.text(plan.table_json), np.int64)
-    kept = np.arange(n, dtype=np.int64)
-    if bad_rows:
-        keep = np.ones(n, np.bool_)
-        keep[list(bad_rows)] = False
-        rows = rows.filter(pa.array(keep))
-        indices, slots, schema_texts, kept = (a[keep] for a in (indices, slots, schema_texts, kept))
-    image = _Image(flat, names, n, kept)
-    return (rows, indices, slots, schema_texts), image, [group.read[r] for r in bad_rows]
+    return pa.concat_arrays(texts) if texts else pa.array([], pa.string())
+
+
+def _column_texts(record: Record) -> tuple[ColumnText, ...]:
+    """The record's column converters, made when the batch path first reads it."""
+    if record.columns is None:
+        record.columns = tuple(
+            column_text(ctype, primitive, field[2])
+            for (ctype, primitive), field in zip(record.column_types, record.fields, strict=True)
+        )
+    return record.columns
+
+
+def _without_rows(part: OwnPart, bad_rows: set[int]) -> tuple[OwnPart, np.ndarray]:
+    """The part without the rows that did not convert, and the rows kept (numbers in the
+    group)."""
+    n = part[0].num_rows
+    if not bad_rows:
+        return part, np.arange(n, dtype=np.int64)
+    keep = np.ones(n, np.bool_)
+    keep[list(bad_rows)] = False
+    rows, indices, slots, schema_texts = part
+    kept = (rows.filter(pa.array(keep)), indices[keep], slots[keep], schema_texts[keep])
+    return kept, np.arange(n, dtype=np.int64)[keep]
 
 
 def _ready(group: _Group) -> set[int]:
@@ -336,10 +372,6 @@ def _kinds(columns: list[Any], extension: tuple[str, ...], n: int) -> Any:
     """(UPDATE? per row, commit ts, the rows whose ``_tidb_op`` or commit ts the one decode
     path refuses) from the TiDB extension fields, as :func:`row_kind_and_ts` reads them one
     record at a time; None when their types are not the extension's (the one path says)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     fields = dict(zip(extension, columns, strict=True))
     bad = np.zeros(n, np.bool_)
     updates = np.zeros(n, np.bool_)
@@ -369,9 +401,6 @@ def _columns(datums: Sequence[dict[str, Any]], names: list[str]) -> list[Any]:
 
 def _before(flat: Any, names: tuple[str, ...], key: list[int], updates: Any, map_type: Any) -> Any:
     """An UPDATE's before image: its handle-key columns (Avro carries no old image)."""
-    import numpy as np
-    import pyarrow as pa
-
     n = len(updates)
     if not key or not updates.any():
         return pa.nulls(n, map_type)
@@ -398,9 +427,6 @@ def _rows(
 ) -> Any:
     """The group's changelog rows, as :class:`~ticdc_spark.changelog.ChangelogBuilder` writes
     them (the ``schema`` column is filled in when merging)."""
-    import numpy as np
-    import pyarrow as pa
-
     n, (before, after) = len(indices), images
     op = pa.array([RowKind.INSERT.value, RowKind.UPDATE.value]).take(
         pa.array(updates.astype(np.int8))

@@ -27,18 +27,22 @@ schema of another shape) takes the one-message converter on each value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import binascii
+from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ticdc_spark.codec.avro.plan import ColumnText
 from ticdc_spark.codec.avro.vectorized import padded_bytes, replaced
 from ticdc_spark.codec.convert import Converter
 from ticdc_spark.types import ColumnType, Family
 
-__all__ = ["ColumnText", "as_arrow", "base64_texts", "column_text", "takes_arrow"]
+__all__ = ["as_arrow", "base64_texts", "column_text", "takes_arrow"]
 
-# (values) -> (texts, rows whose value did not convert)
-ColumnText = Callable[[Sequence[Any]], "tuple[Any, list[int]]"]
 
 # The layouts MySQL writes, no wider than what ticdc_spark.types' parse_date, parse_datetime
 # and parse_time accept ([0-9] is ASCII where Python's \d is not; RE2's $ is the end of the
@@ -88,16 +92,12 @@ def _only(values: Sequence[Any], types: set[type]) -> bool:
 
 
 def _is_arrow(values: Any) -> bool:
-    import pyarrow as pa
-
     return isinstance(values, pa.Array)
 
 
-def as_arrow(values: Any, kind: Any) -> Any:
+def as_arrow(values: Sequence[Any] | pa.Array, kind: pa.DataType) -> pa.Array:
     """The values as an Arrow array of ``kind``: an Arrow array of that type as it is, of
     another type (an odd writer schema) through its Python values, as a list would be."""
-    import pyarrow as pa
-
     if isinstance(values, pa.Array):
         if values.type == kind:
             return values
@@ -105,13 +105,16 @@ def as_arrow(values: Any, kind: Any) -> Any:
     return pa.array(values, kind)
 
 
-def _value(values: Any, row: int) -> Any:
+def _value(values: Sequence[Any] | pa.Array, row: int) -> Any:
     """One value as fastavro reads it (an Arrow array's: its Python value)."""
     return values[row].as_py() if _is_arrow(values) else values[row]
 
 
-def _listed(values: Any) -> Any:
-    return values.to_pylist() if _is_arrow(values) else values
+def _listed(values: Sequence[Any] | pa.Array) -> Sequence[Any]:
+    if isinstance(values, pa.Array):
+        listed: list[Any] = values.to_pylist()
+        return listed
+    return values
 
 
 def takes_arrow(convert: ColumnText) -> ColumnText:
@@ -125,9 +128,7 @@ def _floats(bits: int, to_text: Converter) -> ColumnText:
     each = _each(to_text)
 
     @takes_arrow
-    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
-        import pyarrow as pa
-
+    def convert(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
         if _is_arrow(values) and pa.types.is_floating(values.type):  # type: ignore[attr-defined]
             numbers = values.cast(pa.float64())  # type: ignore[attr-defined]
         elif _is_arrow(values) or not _only(values, _FLOAT_TYPES):
@@ -144,9 +145,7 @@ def _floats(bits: int, to_text: Converter) -> ColumnText:
 def _decimals(to_text: Converter) -> ColumnText:
     each = _each(to_text)
 
-    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
-        import pyarrow as pa
-
+    def convert(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
         if not _only(values, _DECIMAL_TYPES):
             return each(values)
         texts = [None if value is None else format(value, "f") for value in values]
@@ -156,17 +155,13 @@ def _decimals(to_text: Converter) -> ColumnText:
 
 
 def _patched(
-    texts: Any, values: Sequence[Any], to_text: Converter, memo: bool = False
-) -> tuple[Any, list[int]]:
+    texts: pa.StringArray, values: Sequence[Any], to_text: Converter, memo: bool = False
+) -> tuple[pa.StringArray, list[int]]:
     """``texts`` with each text that is not a plain number written otherwise: Arrow's
     exponent form of a float (``1e-7``, ``1.5e+20``) laid out as its positional digits by
     Arrow (:func:`_positional`), any other (inf, nan) by ``to_text`` (the rows it refuses are
     the bad rows); ``memo``: once per distinct value (floats: the only equal floats of
     different texts, 0.0 and -0.0, are plain numbers to Arrow)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     odd = pc.match_substring_regex(texts, _PLAIN_NUMBER).fill_null(False)
     rows = np.flatnonzero(odd.to_numpy(zero_copy_only=False))
     if not len(rows):
@@ -200,62 +195,92 @@ _EXPONENT_FORM = (
 )
 
 
-def _positional(texts: Any) -> Any:
+class _ExponentForm(NamedTuple):
+    """Texts in Arrow's exponent form, read by numpy (one value per text)."""
+
+    valid: np.ndarray  # in the form, with an exponent of 1 to 3 digits
+    negative: np.ndarray  # 1 for a negative number, else 0
+    lead: np.ndarray  # where its first digit is (the others after a point, up to the e)
+    digits: np.ndarray  # how many significant digits it has
+    point: np.ndarray  # the digits before the decimal point (0 or less: a small number)
+
+
+def _positional(texts: pa.StringArray) -> pa.StringArray:
     """Each text in Arrow's exponent form as Go's ``FormatFloat(v, 'f', -1, bits)`` lays
     its digits out (:func:`ticdc_spark.types.positional`): ``1e-7`` -> ``0.0000001``,
     ``1.5e+20`` -> ``150000000000000000000``, ``4.0930732562616e+11`` -> ``409307325626.16``;
     null for any other text.  The form is checked by Arrow; the digits are laid out by numpy
-    a byte at a time over all the texts at once (sign, ``0.`` and zeros before small
-    numbers, zeros after large ones, the point among the digits of the others)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
+    a byte at a time over all the texts at once (:func:`_positional_bytes`)."""
     n = len(texts)
+    offsets, data = padded_bytes(texts, 4)  # (reads past a row's end stay in)
+    form = _exponent_form(texts, offsets, data)
+    small, large = form.point <= 0, form.point >= form.digits
+    length = np.where(
+        small, 2 - form.point + form.digits, np.where(large, form.point, form.digits + 1)
+    )
+    length = np.where(form.valid, form.negative + length, 0)
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(length, out=out[1:])
+    text = _positional_bytes(form, data, out, length, (small, large))
+    validity = pa.array(form.valid).buffers()[1]
+    return pa.StringArray.from_buffers(
+        n,
+        pa.py_buffer(out.astype(np.int32)),
+        pa.py_buffer(text),
+        validity,
+        int(n - form.valid.sum()),
+    )
+
+
+def _exponent_form(texts: pa.StringArray, offsets: np.ndarray, data: np.ndarray) -> _ExponentForm:
+    """The texts' sign, digits and exponent, where they are in Arrow's exponent form."""
     valid = pc.match_substring_regex(texts, _EXPONENT_FORM).fill_null(False)
     valid = valid.to_numpy(zero_copy_only=False)
-    offsets, data = padded_bytes(texts, 4)  # (reads past a row's end stay in)
     starts, ends = offsets[:-1], offsets[1:]
     e = starts + pc.find_substring(texts, "e").fill_null(0).to_numpy(zero_copy_only=False)
     negative = (data[starts] == ord("-")).astype(np.int64)
-    lead = starts + negative  # (the first digit; the others after a point, up to the e)
+    lead = starts + negative
     count = np.where(valid, np.maximum(e - lead - 1, 1), 1)
     signed = data[e + 1] == ord("-")
     first = e + 1 + (signed | (data[e + 1] == ord("+")))
     width = ends - first  # (the exponent's digits: at most 3 for a double)
     valid &= (width >= 1) & (width <= 3)
-    exponent = np.zeros(n, np.int64)
+    exponent = np.zeros(len(texts), np.int64)
     for j in range(3):
         digit = data[first + j].astype(np.int64) - ord("0")
         exponent = np.where(j < width, exponent * 10 + digit, exponent)
-    point = np.where(signed, -exponent, exponent) + 1  # the digits before the decimal point
-    small, large = point <= 0, point >= count
-    length = np.where(small, 2 - point + count, np.where(large, point, count + 1))
-    length = np.where(valid, negative + length, 0)
-    out = np.zeros(n + 1, np.int64)
-    np.cumsum(length, out=out[1:])
+    point = np.where(signed, -exponent, exponent) + 1
+    return _ExponentForm(valid, negative, lead, count, point)
+
+
+def _positional_bytes(
+    form: _ExponentForm,
+    data: np.ndarray,
+    out: np.ndarray,
+    length: np.ndarray,
+    sizes: tuple[np.ndarray, np.ndarray],
+) -> np.ndarray:
+    """The positional texts' bytes, each at its offset in ``out``: the sign, ``0.`` and zeros
+    before a small number (``sizes``: small, large), zeros after a large one, the point among
+    the digits of the others."""
+    n = len(length)
     row = np.repeat(np.arange(n), length)
-    at = np.arange(out[-1]) - out[:-1][row] - negative[row]  # (place after the sign)
-    p, c, sm, lg = point[row], count[row], small[row], large[row]
+    at = np.arange(out[-1]) - out[:-1][row] - form.negative[row]  # (place after the sign)
+    p, c, sm, lg = form.point[row], form.digits[row], sizes[0][row], sizes[1][row]
     digit = np.where(sm, at - 2 + p, np.where(lg | (at < p), at, at - 1))  # (which digit)
-    source = lead[row] + np.where(digit > 0, digit + 1, 0)  # (the digits after lead skip ".")
+    source = form.lead[row] + np.where(digit > 0, digit + 1, 0)  # (digits after lead skip ".")
     text = data[np.clip(source, 0, len(data) - 1)]
     zero = (sm & ((at == 0) | ((at >= 2) & (at < 2 - p)))) | (lg & (at >= c))
     point_here = (sm & (at == 1)) | (~sm & ~lg & (at == p))
     text = np.where(zero, ord("0"), np.where(point_here, ord("."), text))
-    text = np.where(at < 0, ord("-"), text).astype(np.uint8)
-    validity = pa.array(valid).buffers()[1]
-    return pa.StringArray.from_buffers(
-        n, pa.py_buffer(out.astype(np.int32)), pa.py_buffer(text), validity, int(n - valid.sum())
-    )
+    laid_out: np.ndarray = np.where(at < 0, ord("-"), text).astype(np.uint8)
+    return laid_out
 
 
 def _bits(to_text: Converter) -> ColumnText:
     each = _each_distinct(to_text)
 
-    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
-        import pyarrow as pa
-
+    def convert(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
         if not _only(values, _BYTES_TYPES):
             return each(values)
         numbers = _big_endian_u64(pa.array(values, pa.binary()))
@@ -264,56 +289,39 @@ def _bits(to_text: Converter) -> ColumnText:
     return convert
 
 
-def _big_endian_u64(values: Any) -> Any:
+def _big_endian_u64(values: pa.BinaryArray) -> pa.UInt64Array | None:
     """Each value of a binary Arrow array (at most 8 bytes) as an unsigned big-endian
     number (no bytes: 0); None when a value is longer."""
-    import numpy as np
-    import pyarrow as pa
-
     n = len(values)
     offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
     lengths = np.diff(offsets).astype(np.int64)
     if n and lengths.max() > 8:
         return None
-    laid_out = np.zeros(n * 8, np.uint8)
-    if lengths.sum():
-        data = np.frombuffer(values.buffers()[2], np.uint8)[offsets[0] : offsets[-1]]
-        starts = np.arange(n, dtype=np.int64) * 8 + 8 - lengths  # right-aligned
-        shift = np.repeat(starts - (offsets[:-1] - offsets[0]), lengths)
-        laid_out[np.arange(len(data)) + shift] = data
+    starts = np.arange(n, dtype=np.int64) * 8 + 8 - lengths  # (right-aligned)
+    laid_out = _spread(values, offsets, starts, n * 8)
     numbers = laid_out.view(">u8").astype(np.uint64)
     return pa.array(numbers, pa.uint64(), mask=values.is_null().to_numpy(zero_copy_only=False))
 
 
 @takes_arrow
-def _strings(values: Sequence[Any]) -> tuple[Any, list[int]]:
-    import pyarrow as pa
-
+def _strings(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
     return as_arrow(values, pa.string()), []
 
 
 @takes_arrow
-def _integers(values: Sequence[Any]) -> tuple[Any, list[int]]:
-    import pyarrow as pa
-
+def _integers(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
     return as_arrow(values, pa.int64()).cast(pa.string()), []
 
 
 @takes_arrow
-def _unsigned_integers(values: Sequence[Any]) -> tuple[Any, list[int]]:
-    import pyarrow as pa
-
+def _unsigned_integers(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
     wrapped = as_arrow(values, pa.int64()).cast(pa.uint64(), safe=False)  # two's complement
     return wrapped.cast(pa.string()), []
 
 
 def _laid_out(layout: str, to_text: Converter) -> ColumnText:
     @takes_arrow
-    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
+    def convert(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
         texts = as_arrow(values, pa.string())
         other = pc.invert(pc.match_substring_regex(texts, layout)).fill_null(False)
         bad = []
@@ -329,9 +337,7 @@ def _laid_out(layout: str, to_text: Converter) -> ColumnText:
 
 def _each_distinct(to_text: Converter) -> ColumnText:
     @takes_arrow
-    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
-        import pyarrow as pa
-
+    def convert(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
         if _is_arrow(values):
             return _each_of_dictionary(values, to_text)
         done: dict[Any, str | None] = {None: None}
@@ -355,12 +361,9 @@ def _each_distinct(to_text: Converter) -> ColumnText:
     return convert
 
 
-def _each_of_dictionary(values: Any, to_text: Converter) -> tuple[Any, list[int]]:
+def _each_of_dictionary(values: pa.Array, to_text: Converter) -> tuple[pa.StringArray, list[int]]:
     """An Arrow column's texts, ``to_text`` run once per distinct value (Arrow's equality of
     strings and bytes is Python's); the rows of a value it refuses are the bad rows."""
-    import numpy as np
-    import pyarrow as pa
-
     encoded = values.dictionary_encode()
     texts: list[str | None] = []
     refused = []
@@ -378,9 +381,7 @@ def _each_of_dictionary(values: Any, to_text: Converter) -> tuple[Any, list[int]
 
 
 def _each(to_text: Converter) -> ColumnText:
-    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
-        import pyarrow as pa
-
+    def convert(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
         texts: list[str | None] = []
         bad = []
         for row, value in enumerate(values):
@@ -401,9 +402,7 @@ def _base64_column(to_text: Converter) -> ColumnText:
     each = _each(to_text)
 
     @takes_arrow
-    def convert(values: Sequence[Any]) -> tuple[Any, list[int]]:
-        import pyarrow as pa
-
+    def convert(values: Sequence[Any]) -> tuple[pa.StringArray, list[int]]:
         if _is_arrow(values) and values.type == pa.binary():  # type: ignore[attr-defined]
             return base64_texts(values), []
         values = _listed(values)
@@ -414,21 +413,16 @@ def _base64_column(to_text: Converter) -> ColumnText:
     return convert
 
 
-def base64_texts(values: Any) -> Any:
+def base64_texts(values: pa.BinaryArray) -> pa.StringArray:
     """Standard base64 (padded, no newline) of each value of a binary Arrow array.
 
     Each value is laid out zero-padded to a multiple of 3 bytes, the whole is encoded at
     once, so each value's text is its own run of 4-character groups; the characters the
     padding gave become ``=``.
     """
-    import binascii
-
-    import numpy as np
-    import pyarrow as pa
-
     n = len(values)
-    validity, offsets_buffer, data_buffer = values.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int32, n + 1, values.offset * 4).astype(np.int64)
+    offsets = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4)
+    offsets = offsets.astype(np.int64)
     lengths = np.diff(offsets)
     padded = (lengths + 2) // 3 * 3
     starts = np.zeros(n + 1, np.int64)
@@ -442,21 +436,32 @@ def base64_texts(values: Any) -> Any:
             ],
             pa.string(),
         )
-    laid_out = np.zeros(starts[-1], np.uint8)
-    if data_buffer is not None and lengths.sum():
-        data = np.frombuffer(data_buffer, np.uint8)[offsets[0] : offsets[-1]]
-        shift = np.repeat(starts[:-1] - (offsets[:-1] - offsets[0]), lengths)
-        laid_out[np.arange(len(data)) + shift] = data
+    laid_out = _spread(values, offsets, starts[:-1], int(starts[-1]))
     text = np.frombuffer(binascii.b2a_base64(laid_out.data, newline=False), np.uint8).copy()
     ends, short = text_offsets[1:], padded - lengths
     text[ends[short >= 1] - 1] = ord("=")
     text[ends[short == 2] - 2] = ord("=")
+    buffers = pa.py_buffer(text_offsets.astype(np.int32)), pa.py_buffer(text)
+    return pa.StringArray.from_buffers(n, *buffers, _validity(values), values.null_count)
+
+
+def _spread(values: pa.Array, offsets: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """``size`` zero bytes with each value's bytes of a binary Arrow array (``offsets``: its
+    own) copied in from its place in ``starts``, in one numpy assignment."""
+    laid_out = np.zeros(size, np.uint8)
+    lengths = np.diff(offsets)
+    data_buffer = values.buffers()[2]
+    if data_buffer is not None and lengths.sum():
+        data = np.frombuffer(data_buffer, np.uint8)[offsets[0] : offsets[-1]]
+        shift = np.repeat(starts - (offsets[:-1] - offsets[0]), lengths)
+        laid_out[np.arange(len(data)) + shift] = data
+    return laid_out
+
+
+def _validity(values: pa.Array) -> pa.Buffer | None:
+    """The array's validity bitmap, starting at its first value (a slice's starts where its
+    parent's does)."""
+    validity = values.buffers()[0]
     if validity is not None and values.offset:
         validity = pa.array(values.is_valid().to_numpy(zero_copy_only=False)).buffers()[1]
-    return pa.StringArray.from_buffers(
-        n,
-        pa.py_buffer(text_offsets.astype(np.int32)),
-        pa.py_buffer(text),
-        validity,
-        values.null_count,
-    )
+    return validity

@@ -28,22 +28,18 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-import orjson
-from fastavro import parse_schema, schemaless_reader
+from fastavro import schemaless_reader
 
 from ticdc_spark.codec.avro import schema as avro_schema
-from ticdc_spark.codec.avro.columns import ColumnText, column_text
-from ticdc_spark.codec.avro.dialect import dialect_for
 from ticdc_spark.codec.avro.options import PROTOCOL, AvroOptions
+from ticdc_spark.codec.avro.plan import Plan, Record, make_record
 from ticdc_spark.codec.avro.registry import UnknownSchemaId, registry
-from ticdc_spark.codec.avro.vectorized import FieldKind, field_kinds
 from ticdc_spark.codec.avro.wire import HEADER_SIZE, unframe
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error, refuse_empty
-from ticdc_spark.codec.convert import Converter
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import RowKind, TableSchema, schema_json
@@ -52,45 +48,6 @@ __all__ = ["AvroDecoder", "read_record", "row_kind_and_ts"]
 
 _KINDS = {"c": RowKind.INSERT, "u": RowKind.UPDATE, "": RowKind.INSERT}
 _PLANS_KEPT = 4096  # plans per decoder (the dict is emptied when it holds more)
-# (Avro field name, to canonical value, to changelog text)
-_Field = tuple[str, Converter, Converter]
-
-
-@dataclass(slots=True)
-class _Record:
-    """A writer schema, parsed, with what its records' fields become."""
-
-    parsed: Any
-    record: dict[str, Any]  # the schema JSON
-    fields: tuple[_Field, ...]
-    columns: tuple[ColumnText, ...]  # each field's changelog text a column at a time
-    extension: tuple[str, ...]  # the TiDB extension fields it has that give kind and ts
-    kinds: list[FieldKind] | None  # its fields, when numpy reads its bodies (.vectorized)
-
-
-@dataclass(slots=True)
-class _Plan:
-    """How records with one (value schema, key schema) pair are read."""
-
-    record: _Record  # the value's (a tombstone: the key's)
-    table: TableSchema
-    table_json: str  # the changelog's schema JSON of ``table``
-    key: tuple[str, ...]  # the handle-key columns (an UPDATE's old image)
-
-
-def _record(text: str) -> _Record:
-    record = orjson.loads(text)
-    fields, columns = [], []
-    for f in avro_schema.column_fields(record):
-        dialect = dialect_for(*f.modes)
-        to_text = dialect.text(f.ctype)
-        fields.append((f.name, dialect.decoder(f.ctype), to_text))
-        columns.append(column_text(f.ctype, f.primitive, to_text))
-    names = {f["name"] for f in record["fields"]}  # (column_fields checked the record)
-    extension = tuple(name for name in ("_tidb_op", "_tidb_commit_ts") if name in names)
-    return _Record(
-        parse_schema(record), record, tuple(fields), tuple(columns), extension, field_kinds(record)
-    )
 
 
 class AvroDecoder(DecoderBase):
@@ -100,8 +57,8 @@ class AvroDecoder(DecoderBase):
         self.options = options
         self.registry = registry(options.schema_registry)
         self.table_filter = table_filter
-        self._records: dict[int, _Record] = {}
-        self._plans: dict[bytes, _Plan] = {}
+        self._records: dict[int, Record] = {}
+        self._plans: dict[bytes, Plan] = {}
         # table -> the newest value schema id of its rows so far (a registry numbers schemas
         # in the order they are registered; the consumer orders them so too, see "Tables that
         # follow their rows' schemas" in docs/pipeline.md): the columns its tombstones name
@@ -141,11 +98,11 @@ class AvroDecoder(DecoderBase):
         self, batch: Any, careful: Callable[[int], None], sink: ChangelogSink
     ) -> Any:
         """The changelog batch of an Arrow batch of Kafka records (:mod:`.batch`)."""
-        from ticdc_spark.codec.avro.batch import decode_batch
+        from ticdc_spark.codec.avro.batch import decode_batch  # (pyarrow: the spark extra)
 
         return decode_batch(self, batch, careful, sink)
 
-    def known_plan(self, value: bytes, key: bytes) -> _Plan | None:
+    def known_plan(self, value: bytes, key: bytes) -> Plan | None:
         """The plan of a row record whose schemas this decoder has read before."""
         return self._plans.get(value[:HEADER_SIZE] + key[:HEADER_SIZE])
 
@@ -193,7 +150,7 @@ class AvroDecoder(DecoderBase):
 
     # -- schemas ------------------------------------------------------------------------------
 
-    def _plan(self, value: bytes, key: bytes) -> _Plan:
+    def _plan(self, value: bytes, key: bytes) -> Plan:
         value_id, _ = unframe(value, "value")
         key_id = unframe(key, "key")[0] if key else None
         if key_id is not None:
@@ -209,14 +166,14 @@ class AvroDecoder(DecoderBase):
         # registers a table's new schema with its first row after the change), so that the
         # consumer never takes a table back to an older schema (consume.Planner).
         text = schema_json(replace(table, version=value_id))
-        plan = _Plan(self._record(value_id), table, text, table.handle_key)
+        plan = Plan(self._record(value_id), table, text, table.handle_key)
         if len(self._plans) >= _PLANS_KEPT:
             self._plans.clear()
             self._plans_cleared += 1
         self._plans[value[:HEADER_SIZE] + key[:HEADER_SIZE]] = plan
         return plan
 
-    def _record(self, schema_id: int) -> _Record:
+    def _record(self, schema_id: int) -> Record:
         found = self._records.get(schema_id)
         if found is not None:
             return found
@@ -226,7 +183,7 @@ class AvroDecoder(DecoderBase):
             raise DecodeError(str(exc)) from None
         if len(self._records) >= _PLANS_KEPT:
             self._records.clear()
-        found = self._records[schema_id] = _record(text)
+        found = self._records[schema_id] = make_record(text)
         return found
 
     def _table(self, value_id: int | None, key_id: int | None) -> TableSchema:
@@ -254,7 +211,7 @@ def row_kind_and_ts(datum: dict[str, Any]) -> tuple[RowKind, int]:
     return kind, commit_ts
 
 
-def read_record(record: _Record, data: bytes, part: str) -> dict[str, Any]:
+def read_record(record: Record, data: bytes, part: str) -> dict[str, Any]:
     """The record of a framed key or value (its header already checked)."""
     stream = io.BytesIO(data)
     stream.seek(HEADER_SIZE)
@@ -269,7 +226,7 @@ def read_record(record: _Record, data: bytes, part: str) -> dict[str, Any]:
     return datum
 
 
-def _image(record: _Record, datum: dict[str, Any], text: bool) -> dict[str, Any]:
+def _image(record: Record, datum: dict[str, Any], text: bool) -> dict[str, Any]:
     image = {}
     if text:
         for field, _, to_text in record.fields:

@@ -26,7 +26,7 @@ from ticdc_spark.codec.avro.wire import frame
 from ticdc_spark.codec.base import Message, Route
 from ticdc_spark.codec.common import INPUT_ERRORS, LRUCache, row_encode_error
 from ticdc_spark.codec.convert import Dialect
-from ticdc_spark.dispatch import TopicRouter
+from ticdc_spark.codec.topics import TopicRouter
 from ticdc_spark.errors import ConfigError, EncodeError
 from ticdc_spark.model import Column, Event, RowChange, RowKind, TableSchema, physical_ms
 

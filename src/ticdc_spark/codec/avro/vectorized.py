@@ -7,7 +7,7 @@ arrays), a ``["null", T]`` union's index.  A precise DECIMAL (``bytes`` with the
 logical type) becomes its text, as ``format(decimal, "f")`` writes the
 :class:`~decimal.Decimal` fastavro makes (numpy and Arrow for values of up to 8 bytes).
 
-Only writer schemas made of those kinds are read here (:func:`field_kinds`).  A record is
+Only writer schemas made of those kinds are read here (:func:`.plan.field_kinds`).  A record is
 *not read* (it goes to fastavro, and from there to the one decode path, which say what is
 wrong with it) when anything about it is unusual: a varint of 10 bytes or more, a length
 that is negative or runs past its body, a union index other than 0 or 1, a body its last
@@ -16,52 +16,27 @@ field does not end exactly, text that is not UTF-8.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from decimal import Context, Decimal
 from functools import cache
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ticdc_spark.codec.avro.plan import FieldKind
 from ticdc_spark.codec.avro.wire import HEADER_SIZE
 
-__all__ = ["FieldKind", "field_kinds", "padded_bytes", "read_columns", "replaced"]
+__all__ = ["padded_bytes", "read_columns", "replaced"]
 
-# (field name, Avro primitive, nullable, (precision, scale) of a decimal or None)
-FieldKind = tuple[str, str, bool, "tuple[int, int] | None"]
-
-_PRIMITIVES = {"int", "long", "float", "double", "string", "bytes"}
 _MAX_VARINT = 10  # bytes: 64 bits (the tenth byte's lowest), a zigzag int64 whatever its sign
 _PAD = 16  # zero bytes after the data, so that gathers past a short body stay in bounds
 
 
-def field_kinds(record: Mapping[str, Any]) -> list[FieldKind] | None:
-    """The kinds of a record schema's fields, or None when one is not read here."""
-    kinds: list[FieldKind] = []
-    for field in record.get("fields", ()):
-        avro_type, nullable = field.get("type"), False
-        if isinstance(avro_type, list):
-            if len(avro_type) != 2 or avro_type[0] != "null":
-                return None
-            avro_type, nullable = avro_type[1], True
-        decimal = None
-        if isinstance(avro_type, dict):
-            logical = avro_type.get("logicalType")
-            if logical == "decimal" and avro_type.get("type") == "bytes":
-                precision, scale = avro_type.get("precision"), avro_type.get("scale", 0)
-                if type(precision) is not int or type(scale) is not int:
-                    return None
-                if not 0 <= scale <= precision:
-                    return None
-                decimal = (precision, scale)
-            elif logical is not None:
-                return None
-            avro_type = avro_type.get("type")
-        if avro_type not in _PRIMITIVES:
-            return None
-        kinds.append((field["name"], avro_type, nullable, decimal))
-    return kinds
-
-
-def read_columns(kinds: list[FieldKind], values: Any) -> tuple[dict[str, Any], Any]:
+def read_columns(
+    kinds: list[FieldKind], values: pa.BinaryArray
+) -> tuple[dict[str, pa.Array], np.ndarray]:
     """({field name: its values as an Arrow array}, which records read) for an Arrow binary
     array of framed values (headers already matched).  Decimals come as their text; the
     arrays hold every record, those that did not read as nulls."""
@@ -76,11 +51,9 @@ def read_columns(kinds: list[FieldKind], values: Any) -> tuple[dict[str, Any], A
     return columns, cursor.ok
 
 
-def padded_bytes(array: Any, pad: int) -> tuple[Any, Any]:
+def padded_bytes(array: pa.Array, pad: int) -> tuple[np.ndarray, np.ndarray]:
     """(offsets as int64, the data bytes followed by ``pad`` zero bytes) of an Arrow binary
     or string array: numpy gathers a fixed number of bytes past a position stay in bounds."""
-    import numpy as np
-
     n = len(array)
     offsets = np.frombuffer(array.buffers()[1], np.int32, n + 1, array.offset * 4)
     offsets = offsets.astype(np.int64)
@@ -94,41 +67,37 @@ def padded_bytes(array: Any, pad: int) -> tuple[Any, Any]:
 class _Cursor:
     """Each record's position in ``data``, its body's end, and whether it still reads."""
 
-    def __init__(self, data: Any, pos: Any, end: Any) -> None:
-        import numpy as np
-
+    def __init__(self, data: np.ndarray, pos: np.ndarray, end: np.ndarray) -> None:
         self.data, self.pos, self.end = data, pos.copy(), end
         self.ok = np.ones(len(pos), np.bool_)
         # (each position's next _PAD bytes as one item: ``windows[pos]`` gathers a record's
         # next bytes an item at a time, not a byte at a time; the data is padded past its end)
         self.windows = np.ndarray((len(data) - _PAD + 1,), f"V{_PAD}", data, strides=(1,))
 
-    def ahead(self, pos: Any) -> Any:
+    def ahead(self, pos: np.ndarray) -> np.ndarray:
         """The next ``_PAD`` bytes at each position, a row of bytes each."""
-        import numpy as np
+        rows: np.ndarray = self.windows[pos].view(np.uint8)
+        return rows.reshape(len(pos), _PAD)
 
-        return self.windows[pos].view(np.uint8).reshape(len(pos), _PAD)
-
-    def branch(self) -> Any:
+    def branch(self) -> np.ndarray:
         """Whether each record's ``["null", T]`` union is a T (its index advanced past).
 
         The index is one byte, 0 (null) or 2 (zigzag 1); any other (a longer varint of the
         same number included) and the record no longer reads here: fastavro's then."""
         going, pos = self.ok.copy(), self.pos
-        index = self.data[pos]
+        index: np.ndarray = self.data[pos]
         self.ok &= (pos < self.end) & ((index == 0) | (index == 2))
         going &= self.ok
         self.pos = pos + going
-        return going & (index == 2)
+        taken: np.ndarray = going & (index == 2)
+        return taken
 
-    def varint(self, active: Any) -> Any:
+    def varint(self, active: np.ndarray) -> np.ndarray:
         """The zigzag varint at each active record (advanced past it); 0 elsewhere.
 
         A varint of one byte everywhere (union indices, short lengths, small numbers) takes
         a few numpy calls; otherwise each record's next 16 bytes are gathered at once (the
         data is padded) and read as two 64-bit words (:func:`_varints`)."""
-        import numpy as np
-
         data, pos, end = self.data, self.pos, self.end
         going = active & self.ok
         first = data[pos]
@@ -147,10 +116,9 @@ class _Cursor:
         signed = (value >> np.uint64(1)).astype(np.int64) ^ -(value & np.uint64(1)).astype(np.int64)
         return np.where(going, signed, 0)
 
-    def column(self, primitive: str, present: Any, decimal: tuple[int, int] | None) -> Any:
-        import numpy as np
-        import pyarrow as pa
-
+    def column(
+        self, primitive: str, present: np.ndarray, decimal: tuple[int, int] | None
+    ) -> pa.Array:
         if primitive in ("int", "long"):
             numbers = self.varint(present)
             return pa.array(numbers, pa.int64(), mask=~(present & self.ok))
@@ -166,11 +134,10 @@ class _Cursor:
             return pa.array(numbers, kind, mask=~active)
         return self._lengthy(primitive, present, decimal)
 
-    def _lengthy(self, primitive: str, present: Any, decimal: tuple[int, int] | None) -> Any:
+    def _lengthy(
+        self, primitive: str, present: np.ndarray, decimal: tuple[int, int] | None
+    ) -> pa.Array:
         """A string or bytes field (a decimal's bytes: its text)."""
-        import numpy as np
-        import pyarrow as pa
-
         sizes = self.varint(present)
         active = present & self.ok
         self.ok &= ~active | ((sizes >= 0) & (self.pos + sizes <= self.end))
@@ -194,15 +161,13 @@ class _Cursor:
         payload = self.data[gather]
         self.pos = self.pos + sizes
         buffers = [validity, pa.py_buffer(starts.astype(np.int32)), pa.py_buffer(payload)]
-        return self._decimal_texts(buffers, len(sizes), nulls, active, decimal)
+        return _decimal_texts(buffers, active, decimal)
 
-    def _views(self, sizes: Any) -> Any:
+    def _views(self, sizes: np.ndarray) -> np.ndarray:
         """Arrow's binary views (16 bytes each) of each record's next ``sizes`` bytes: the
         size, then up to 12 bytes inline, or the first 4 bytes and the place in ``data``
         (buffer 0); numpy gathers a fixed 16 bytes a record whatever the values' length, and
         fills the views a 4-byte word at a time."""
-        import numpy as np
-
         words = np.empty((len(sizes), 4), "<u4")  # (size, then 12 bytes: 3 words)
         head = self.ahead(self.pos).view("<u4")
         inline, long = np.minimum(sizes, 12), sizes > 12
@@ -213,11 +178,8 @@ class _Cursor:
         words[:, 3] = np.where(long, self.pos, head[:, 2] & masks[2].take(inline))
         return words
 
-    def _utf8(self, column: Any, active: Any) -> Any:
+    def _utf8(self, column: pa.StringArray, active: np.ndarray) -> pa.StringArray:
         """The string column, its records with text that is not UTF-8 marked as not read."""
-        import numpy as np
-        import pyarrow as pa
-
         try:
             column.validate(full=True)
             return column
@@ -232,63 +194,83 @@ class _Cursor:
                 raw[row] = None
         return pa.array(raw, pa.binary()).cast(pa.string())
 
-    def _decimal_texts(
-        self, buffers: list[Any], n: int, nulls: int, active: Any, decimal: tuple[int, int]
-    ) -> Any:
-        """The text of each decimal, as ``format(d, "f")`` prints the Decimal fastavro makes of
-        its big-endian two's complement unscaled value: numpy and Arrow (a ``decimal128``, or
-        a ``decimal256`` for values of over 15 bytes) for a value of 1 to 31 bytes of at most
-        ``precision`` digits (a scale up to 76), Python for the others."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
-        precision, scale = decimal
-        offsets = np.frombuffer(buffers[1], np.int32).astype(np.int64)
-        lengths = np.diff(offsets)
-        payload = np.frombuffer(buffers[2], np.uint8)
-        simple = active & (lengths >= 1) & (lengths <= 31) & (scale <= 76)
-        sizes = np.where(simple, lengths, 0)
-        # (16 bytes hold 38 digits, 32 bytes 76: every value of 15 or 31 bytes fits)
+def _decimal_texts(
+    buffers: list[Any], active: np.ndarray, decimal: tuple[int, int]
+) -> pa.StringArray:
+    """The text of each decimal, as ``format(d, "f")`` prints the Decimal fastavro makes of
+    its big-endian two's complement unscaled value: numpy and Arrow (:class:`_Unscaled`)
+    for a value of 1 to 31 bytes of at most ``precision`` digits (a scale up to 76),
+    Python for the others."""
+    precision, scale = decimal
+    offsets = np.frombuffer(buffers[1], np.int32).astype(np.int64)
+    lengths = np.diff(offsets)
+    payload = np.frombuffer(buffers[2], np.uint8)
+    simple = active & (lengths >= 1) & (lengths <= 31) & (scale <= 76)
+    unscaled = _Unscaled(payload, offsets, np.where(simple, lengths, 0), scale)
+    simple &= unscaled.written_by_arrow(simple, precision, scale)
+    texts = unscaled.decimals(simple, scale).cast(pa.string())
+    others = np.flatnonzero(active & ~simple)
+    if not len(others):
+        return texts
+    return replaced(texts, others, _python_texts(payload, offsets, others, decimal))
+
+
+class _Unscaled:
+    """Unscaled decimal values as Arrow holds them: little-endian words of a ``decimal128``,
+    or of a ``decimal256`` when a value has over 15 bytes (16 bytes hold 38 digits, 32 bytes
+    76: every value of 15 or 31 bytes fits) or the scale is over 38."""
+
+    def __init__(self, payload: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, scale: int):
         wide = bool(sizes.max(initial=0) > 15) or scale > 38
-        kind = pa.decimal256 if wide else pa.decimal128
-        digits = 76 if wide else 38
-        unscaled = pa.py_buffer(_little_endian(payload, offsets, sizes, 32 if wide else 16))
+        self.kind = pa.decimal256 if wide else pa.decimal128
+        self.digits = 76 if wide else 38
+        self.n = len(sizes)
+        self.words = pa.py_buffer(_little_endian(payload, offsets, sizes, 32 if wide else 16))
 
-        def as_decimals(scale: int) -> Any:
-            validity = pa.array(simple).buffers()[1]
-            count = int(n - simple.sum())
-            return pa.Array.from_buffers(kind(digits, scale), n, [validity, unscaled], count)
+    def decimals(self, valid: np.ndarray, scale: int) -> pa.Array:
+        """The values at ``scale`` (null where not ``valid``)."""
+        validity = pa.array(valid).buffers()[1]
+        count = int(self.n - valid.sum())
+        kind = self.kind(self.digits, scale)
+        return pa.Array.from_buffers(kind, self.n, [validity, self.words], count)
 
-        magnitude = pc.abs(as_decimals(0))
-        if precision < digits:  # (more digits: fastavro's context rounds; Python's text then)
-            limit = pa.scalar(Decimal(10**precision), kind(digits, 0))
-            simple &= pc.less(magnitude, limit).fill_null(False).to_numpy(zero_copy_only=False)
-        if scale > 6:  # (Arrow writes a value under 10**-6 as Java does, 1E-7: Python's then)
-            least = pa.scalar(Decimal(10 ** (scale - 6)), kind(digits, 0))
+    def written_by_arrow(self, valid: np.ndarray, precision: int, scale: int) -> np.ndarray:
+        """Which valid values Arrow's text of writes as Python's Decimal does: those within
+        ``precision`` digits (more: fastavro's context rounds) and, past 6 decimals, not under
+        10**-6 (Arrow writes those as Java does, ``1E-7``)."""
+        magnitude = pc.abs(self.decimals(valid, 0))
+        written = valid.copy()
+        if precision < self.digits:
+            limit = pa.scalar(Decimal(10**precision), self.kind(self.digits, 0))
+            written &= pc.less(magnitude, limit).fill_null(False).to_numpy(zero_copy_only=False)
+        if scale > 6:
+            least = pa.scalar(Decimal(10 ** (scale - 6)), self.kind(self.digits, 0))
             small = pc.less(magnitude, least).fill_null(False)
-            simple &= ~small.to_numpy(zero_copy_only=False)
-        texts = as_decimals(scale).cast(pa.string())
-        others = np.flatnonzero(active & ~simple)
-        if not len(others):
-            return texts
-        context, patched = Context(prec=precision), []
-        for row in others.tolist():
-            raw = payload[offsets[row] : offsets[row + 1]].tobytes()
-            unscaled_value = int.from_bytes(raw, "big", signed=True)
-            value = context.create_decimal(unscaled_value).scaleb(-scale, context)
-            patched.append(format(value, "f"))
-        return replaced(texts, others, patched)
+            written &= ~small.to_numpy(zero_copy_only=False)
+        return written
 
 
-def _varints(words: Any) -> tuple[Any, Any, Any]:
+def _python_texts(
+    payload: np.ndarray, offsets: np.ndarray, rows: np.ndarray, decimal: tuple[int, int]
+) -> list[str]:
+    """The text of the decimals at ``rows``, made as fastavro makes its Decimal (a context of
+    the column's precision) and printed by Python."""
+    precision, scale = decimal
+    context, texts = Context(prec=precision), []
+    for row in rows.tolist():
+        raw = payload[offsets[row] : offsets[row + 1]].tobytes()
+        value = context.create_decimal(int.from_bytes(raw, "big", signed=True))
+        texts.append(format(value.scaleb(-scale, context), "f"))
+    return texts
+
+
+def _varints(words: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(length, unsigned value, the tenth byte when the length is 10, else 0) of the varint
     at the start of each row of two little-endian 64-bit ``words`` (its next 16 bytes);
     length 0 when none of the first ``_MAX_VARINT`` bytes ends it.  Bit arithmetic on whole
     columns: the length from the lowest byte without the continuation bit, the 7-bit groups
     of the first 8 bytes packed by halving steps, bytes 9 and 10 added on top."""
-    import numpy as np
-
     u64 = np.uint64
     low, high = words[:, 0], words[:, 1]
     ends = ~low & u64(0x8080808080808080)  # (the bytes that could end it, among the first 8)
@@ -308,20 +290,18 @@ def _varints(words: Any) -> tuple[Any, Any, Any]:
 
 
 @cache
-def _inline_masks() -> Any:
+def _inline_masks() -> np.ndarray:
     """The bits a binary view keeps of its 3 inline words (row) for a value of 0 to 12 bytes
     (column; 12: all)."""
-    import numpy as np
-
     kept = np.where(np.arange(12) < np.arange(13)[:, None], 0xFF, 0).astype(np.uint8)
     return kept.view("<u4").T.copy()
 
 
-def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
+def _little_endian(
+    payload: np.ndarray, offsets: np.ndarray, sizes: np.ndarray, width: int
+) -> np.ndarray:
     """Each value's first ``sizes`` bytes (big-endian two's complement) as a little-endian
     integer of ``width`` bytes, sign-extended; a row of zeros for size 0."""
-    import numpy as np
-
     starts = offsets[:-1]
     places = np.arange(width)
     if not len(payload):  # (no bytes at all: every size is 0, nothing is taken from it)
@@ -333,13 +313,11 @@ def _little_endian(payload: Any, offsets: Any, sizes: Any, width: int) -> Any:
     return np.where(places < sizes[:, None], gathered, extension[:, None])
 
 
-def replaced(texts: Any, rows: Any, patched: Sequence[str | None]) -> Any:
+def replaced(
+    texts: pa.StringArray, rows: np.ndarray, patched: Sequence[str | None] | pa.Array
+) -> pa.StringArray:
     """The string array ``texts`` with the values at ``rows`` (ascending) set to ``patched``,
     without taking the whole column through Python."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     mask = np.zeros(len(texts), np.bool_)
     mask[rows] = True
     return pc.replace_with_mask(texts, pa.array(mask), pa.array(patched, pa.string()))

@@ -5,12 +5,12 @@ form (:mod:`.dialect`); ``sqlType`` holds Java SQL type codes, ``mysqlType`` the
 (:mod:`.sqltypes`).  The encoder (:mod:`.encoder`) writes TiCDC's bytes; the decoder
 (:mod:`.decoder`) reads TiCDC's and Alibaba Canal's, one message at a time or, for the Spark
 decode stage, a batch of values (:mod:`.batch`) or an Arrow batch through the compiled scanner
-(:mod:`.arrow`; :func:`native_scanner` says whether it is built).
+(:mod:`.arrow`; :func:`native_scanner` says whether it is built: :mod:`.native`).
 """
 
-from ticdc_spark.codec.canal_json.arrow import native_scanner
 from ticdc_spark.codec.canal_json.decoder import CanalJSONDecoder
 from ticdc_spark.codec.canal_json.encoder import CanalJSONEncoder
+from ticdc_spark.codec.canal_json.native import native_scanner
 from ticdc_spark.codec.canal_json.options import PROTOCOL, CanalJSONOptions
 from ticdc_spark.codec.canal_json.sqltypes import java_sql_type
 from ticdc_spark.codec.catalog import CodecSpec, register

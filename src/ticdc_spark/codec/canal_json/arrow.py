@@ -12,8 +12,8 @@ letter).  The two are merged back into message order (:mod:`ticdc_spark.codec.ar
 
 This module knows the changelog only through the sink (``sink.arrow_schema()``,
 ``sink.row_kind``) and the decoder only through ``shape_of``.  Without the compiled module
-(no C compiler at install time) :func:`decode_batch` returns None and the caller takes the
-pure Python path; :func:`native_scanner` says which is in use.
+(no C compiler at install time: :mod:`.native`) :func:`decode_batch` returns None and the
+caller takes the pure Python path.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ticdc_spark.codec.arrowrows import CarefulRows, Tables, merged
 from ticdc_spark.codec.base import ChangelogSink
+from ticdc_spark.codec.canal_json import native
 
-try:
-    from ticdc_spark import _canal_scan  # type: ignore[attr-defined]
-except ImportError:  # built without a C compiler: the pure Python path is used
-    _canal_scan = None
-
-__all__ = ["decode_batch", "native_scanner"]
+__all__ = ["decode_batch"]
 
 _OPS = ("", "INSERT", "UPDATE", "DELETE")  # the scanner's op codes
 
@@ -37,19 +37,11 @@ _OPS = ("", "INSERT", "UPDATE", "DELETE")  # the scanner's op codes
 ShapeOf = Callable[[str], "tuple[str, tuple[str, str]] | None"]
 
 
-def native_scanner() -> bool:
-    """Whether the compiled scanner is installed."""
-    return _canal_scan is not None
-
-
 def decode_batch(
-    batch: Any, careful: Callable[[int], None], sink: ChangelogSink, shape_of: ShapeOf
-) -> Any:
+    batch: pa.RecordBatch, careful: Callable[[int], None], sink: ChangelogSink, shape_of: ShapeOf
+) -> pa.RecordBatch | None:
     """The changelog batch of an Arrow batch of Kafka records, or None without the scanner."""
-    import numpy as np
-    import pyarrow as pa
-
-    if _canal_scan is None:
+    if native.scanner is None:
         return None
     values = _binary(batch.column("value"))
     scan = _scan(values)
@@ -75,37 +67,29 @@ def decode_batch(
     return merged((own, kept, slots[kept], texts[kept]), careful_rows.rows(), tables, sink.row_kind)
 
 
-def _binary(values: Any) -> Any:
-    import pyarrow as pa
-
+def _binary(values: pa.Array) -> pa.BinaryArray:
     return values if pa.types.is_binary(values.type) else values.cast(pa.binary())
 
 
-def _scan(values: Any) -> Any:
-    # a _canal_scan.ScanResult: the scanner's buffers by name (see _canal_scan.c)
-    """Run the scanner over a binary Arrow array (None: an array it cannot read)."""
-    import numpy as np
-
+def _scan(values: pa.BinaryArray) -> Any:
+    """Run the scanner over a binary Arrow array: a ``_canal_scan.ScanResult``, the scanner's
+    buffers by name (see ``_canal_scan.c``); None for an array it cannot read."""
     n = len(values)
     _, offsets, data = values.buffers()
     if offsets is None:
         return None
     offsets = np.frombuffer(offsets, np.int32, n + 1, values.offset * 4)
-    return _canal_scan.scan(data if data is not None else b"", offsets)
+    return native.scanner.scan(data if data is not None else b"", offsets)
 
 
-def _strings(offsets: bytes, data: bytes, valid: bytes | None = None) -> Any:
-    import pyarrow as pa
-
+def _strings(offsets: bytes, data: bytes, valid: bytes | None = None) -> pa.StringArray:
     count = len(offsets) // 4 - 1
     bitmap = None if valid is None else pa.py_buffer(valid)
     return pa.StringArray.from_buffers(count, pa.py_buffer(offsets), pa.py_buffer(data), bitmap)
 
 
-def _image(image: Any, n: int) -> Any:
+def _image(image: Any, n: int) -> pa.MapArray:
     """A before/after column from the scanner's map buffers (a ``ScanImage``)."""
-    import numpy as np
-    import pyarrow as pa
 
     return pa.MapArray.from_arrays(
         pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(image.map_offsets)]),
@@ -116,11 +100,8 @@ def _image(image: Any, n: int) -> Any:
     )
 
 
-def _scanned_rows(batch: Any, scan: Any, n: int, sink: ChangelogSink) -> Any:
+def _scanned_rows(batch: pa.RecordBatch, scan: Any, n: int, sink: ChangelogSink) -> pa.RecordBatch:
     """Every message as a changelog row, from the scanner's buffers (slow ones hold blanks)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     schema = sink.arrow_schema()
     text, binary = pa.string(), pa.binary()

@@ -20,7 +20,6 @@ from typing import Any, cast
 import orjson
 
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, EventSink, Message, RowSink
-from ticdc_spark.codec.canal_json.arrow import decode_batch as decode_arrow
 from ticdc_spark.codec.canal_json.batch import Names, Numbers, OneByOne, Values
 from ticdc_spark.codec.canal_json.batch import decode_batch as decode_values
 from ticdc_spark.codec.canal_json.fields import (
@@ -37,10 +36,10 @@ from ticdc_spark.codec.canal_json.plan import PlanMemo, SchemaTexts
 from ticdc_spark.codec.canal_json.sqltypes import DDL_TYPE_OF_NAME
 from ticdc_spark.codec.common import INPUT_ERRORS, TemporalFsp, loads, require_dict
 from ticdc_spark.codec.largemsg import LargeMessages
-from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import DDLEvent, DDLType, Event, RowKind, Watermark
+from ticdc_spark.sql import classify
 
 __all__ = ["CanalJSONDecoder"]
 
@@ -126,8 +125,10 @@ class CanalJSONDecoder(DecoderBase):
         decodes record ``i`` with every check into ``sink``."""
         if self._compressed:
             return None
+        from ticdc_spark.codec.canal_json.arrow import decode_batch  # (pyarrow: the spark extra)
+
         memo = self._memo
-        return decode_arrow(batch, careful, sink, lambda text: memo.fast_shape(text, sink))
+        return decode_batch(batch, careful, sink, lambda text: memo.fast_shape(text, sink))
 
     # one message ----------------------------------------------------------------------------
 

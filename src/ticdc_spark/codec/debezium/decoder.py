@@ -48,7 +48,6 @@ from ticdc_spark.codec.debezium.options import CHECKPOINT_OP, PROTOCOL, Debezium
 from ticdc_spark.codec.debezium.typed import ENVELOPE, KEY, NOT_TYPED, RAW_NULL, utf8
 from ticdc_spark.codec.debezium.typed import Source as _Source
 from ticdc_spark.codec.largemsg import LargeMessages
-from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.model import (
@@ -60,6 +59,7 @@ from ticdc_spark.model import (
     TableSchema,
     Watermark,
 )
+from ticdc_spark.sql import classify
 from ticdc_spark.types import ColumnType, Family
 
 __all__ = ["DebeziumDecoder"]

@@ -35,7 +35,6 @@ from ticdc_spark.codec.simple.wire import (
     schema_to_avro,
     schema_to_json,
 )
-from ticdc_spark.ddl_schema import parse_create_table
 from ticdc_spark.errors import EncodeError, TiCDCSparkError
 from ticdc_spark.model import (
     Bootstrap,
@@ -47,6 +46,7 @@ from ticdc_spark.model import (
     TableSchema,
     Watermark,
 )
+from ticdc_spark.sql import parse_create_table
 from ticdc_spark.types import ColumnType, Family
 
 __all__ = ["BootstrapCadence", "SimpleEncoder"]

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ticdc_spark.codec.common import DDL_KIND, DDL_KIND_ACTIONS
-from ticdc_spark.ddl import classify
 from ticdc_spark.errors import DecodeError
 from ticdc_spark.model import Column, DDLType, Index, TableSchema
+from ticdc_spark.sql import classify
 from ticdc_spark.types import ColumnType, Family
 
 __all__ = [

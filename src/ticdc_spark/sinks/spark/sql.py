@@ -14,6 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ticdc_spark.pipeline.steps import OP_DELETE
 from ticdc_spark.sinks.convert import COMMIT_TS, OP
 
 __all__ = [
@@ -25,7 +26,6 @@ __all__ = [
     "sql_literal",
 ]
 
-DELETE_OP = "delete"
 
 # Integer types by width: a column moves up this ladder in place (Delta's type widening,
 # Iceberg's int -> long; Iceberg has no tinyint/smallint and stores them as int).
@@ -104,7 +104,7 @@ def merge_sql(
     names = ", ".join(quote(c) for c in stored)
     values = ", ".join(f"s.{quote(c)}" for c in stored)
     newer = f"s.{quote(COMMIT_TS)} > t.{quote(COMMIT_TS)}"
-    is_delete = f"s.{quote(OP)} = '{DELETE_OP}'"
+    is_delete = f"s.{quote(OP)} = '{OP_DELETE}'"
     return (
         f"MERGE INTO {target} t USING {source} s ON {on} "
         f"WHEN MATCHED AND {is_delete} AND {newer} THEN DELETE "

@@ -1,4 +1,5 @@
-"""The producing side: events to protocol messages with TiCDC's dispatch rules.
+"""The producing side: events to protocol messages with TiCDC's dispatch rules (the
+product's ``ticdc-spark encode``; the test bench's workload producer drives it too).
 
 :class:`Producer` does what TiCDC's MQ sink does with a changefeed's events:
 
@@ -11,16 +12,16 @@
   not encoded at all (watermarks always are).
 
 Messages go to an :class:`Output`: a capture directory (files a streaming capture source can
-pick up), a single capture stream, or Kafka.
+pick up), a single capture stream, or Kafka (:class:`~ticdc_spark.io.kafka.KafkaProducerSink`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Protocol
 
 import orjson
 
@@ -28,7 +29,6 @@ from ticdc_spark.codec.base import Encoder, Message, Route
 from ticdc_spark.dispatch import PartitionDispatcher, TopicRouter
 from ticdc_spark.filter import TableFilter
 from ticdc_spark.io.capture import message_to_record
-from ticdc_spark.io.kafka import is_kafka_uri, redact
 from ticdc_spark.model import DDLEvent, Event, RowChange, Watermark, physical_ms
 
 __all__ = ["CaptureDirOutput", "CaptureStreamOutput", "Output", "Producer"]
@@ -204,97 +204,3 @@ class CaptureDirOutput:
         tmp.write_bytes(b"".join(lines))
         os.replace(tmp, name)
         self.files += 1
-
-
-@dataclass
-class ProduceResult:
-    messages: int
-    rows: int
-    ddl: int
-    destination: str  # where they went, credentials masked
-
-
-def produce_workload(
-    workload: Any,
-    protocol: str,
-    options: dict[str, str],
-    to: str,
-    *,
-    expected: str | Path | None = None,
-    topic: str = "ticdc_{schema}",
-    partitions: int = 3,
-    dispatcher: str = "index-value",
-    kafka_config: dict[str, Any] | None = None,
-    events: Iterable[Event] | None = None,
-    table_filter: TableFilter | None = None,
-) -> ProduceResult:
-    """Send a workload's events to Kafka (``kafka://HOST:PORT``) or a capture directory, and
-    write its expected final state.  With ``table_filter``, the tables it filters out are
-    neither sent nor in the expected state."""
-    from ticdc_spark.codec import make_encoder
-    from ticdc_spark.dispatch import make_dispatcher
-    from ticdc_spark.verify import write_expected
-
-    def kept(schema: Any) -> bool:
-        return table_filter is None or table_filter.matches(schema.database, schema.table)
-
-    router = TopicRouter(topic)
-    tables = [s for s in workload.table_schemas() if kept(s)]
-    topics = sorted({router.topic(s.database, s.table) for s in tables})
-    if is_kafka_uri(to):
-        output: Output = _kafka_output(to, topics, partitions, kafka_config)
-    else:
-        output = CaptureDirOutput(to)
-    producer = Producer(
-        make_encoder(protocol, options),
-        output,
-        router=router,
-        dispatcher=make_dispatcher(dispatcher),
-        partitions=partitions,
-        topics=topics,
-        table_filter=table_filter,
-    )
-    rows = ddl = 0
-    for event in workload.events() if events is None else events:
-        if producer.keeps(event):
-            rows += isinstance(event, RowChange)
-            ddl += isinstance(event, DDLEvent)
-        producer.send(event)
-    producer.close()
-    if expected is not None:
-        schemas = {name: s for name, s in workload.final_schemas().items() if kept(s)}
-        write_expected(expected, schemas, _carried_state(protocol, schemas, workload))
-    return ProduceResult(producer.sent, rows, ddl, redact(to))
-
-
-def _carried_state(protocol: str, schemas: dict[str, Any], workload: Any) -> Any:
-    """The workload's final state as the protocol carries it (its values that travel lossily,
-    such as Debezium's DECIMAL as a double, as a consumer gets them back)."""
-    from ticdc_spark.codec import get_codec
-
-    state = workload.final_state()
-    view = get_codec(protocol).carried
-    if view is None:
-        return state
-    out = {}
-    for name, rows in state.items():
-        schema = schemas.get(name)
-        if schema is None:
-            continue
-        views = {c.name: view(c.type) for c in schema.columns}
-        out[name] = {
-            key: {col: views[col](v) if col in views else v for col, v in row.items()}
-            for key, row in rows.items()
-        }
-    return out
-
-
-def _kafka_output(
-    uri: str, topics: list[str], partitions: int, config: dict[str, Any] | None
-) -> Output:
-    from ticdc_spark.io.kafka import KafkaProducerSink, parse_kafka_uri
-
-    servers, _topics, extra = parse_kafka_uri(uri)
-    sink = KafkaProducerSink(servers, extra, config)
-    sink.create_topics(topics, partitions)
-    return sink

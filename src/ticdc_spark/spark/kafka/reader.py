@@ -10,8 +10,8 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from ticdc_spark.errors import TiCDCSparkError
-from ticdc_spark.spark.kafka_options import SourceConfig, report_data_loss
-from ticdc_spark.spark.kafka_schema import empty_columns, record_batch
+from ticdc_spark.spark.kafka.options import SourceConfig, report_data_loss
+from ticdc_spark.spark.kafka.schema import empty_columns, record_batch
 
 __all__ = ["BATCH_ROWS", "read_partition", "read_range"]
 

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import InputPartition
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.io.kafka import redact
-from ticdc_spark.spark.kafka_options import (
+from ticdc_spark.spark.kafka.options import (
     EARLIEST,
     LATEST,
     Offsets,

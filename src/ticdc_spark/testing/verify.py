@@ -1,69 +1,21 @@
-"""Expected table states, and comparing target tables with them.
-
-``produce`` writes, next to the messages, what every upstream table must hold once all of it
-is applied: one JSON Lines file per table of rows in the normalized text form, and
-``_schemas.json`` with each table's columns.  ``verify`` reads a sink's live rows and compares
-them with that, value by value, after converting both to the target types.
-"""
+"""Comparing target tables with an expected state (:mod:`.expected`): a sink's live rows
+and the expected rows, value by value, after converting both to the target types."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
+import pyarrow as pa
 
-from ticdc_spark.changelog import schema_from_json, schema_json
 from ticdc_spark.model import TableSchema
-from ticdc_spark.normalized import image_to_text
+from ticdc_spark.sinks.base import live
+from ticdc_spark.sinks.convert import convert_column
+from ticdc_spark.testing.expected import ExpectedTable, load_expected
 from ticdc_spark.types import Family, parse_time
 
-__all__ = ["TableReport", "compare_tables", "load_expected", "verify_sink", "write_expected"]
-
-TableKey = tuple[str, str]
-SCHEMAS_FILE = "_schemas.json"
-
-
-def write_expected(
-    directory: str | Path,
-    schemas: Mapping[str, TableSchema],
-    state: Mapping[str, Mapping[Any, Mapping[str, Any]]],
-) -> None:
-    """Write the expected final rows (canonical values) of every table."""
-    root = Path(directory)
-    root.mkdir(parents=True, exist_ok=True)
-    index = []
-    for name, schema in sorted(schemas.items()):
-        file_name = f"{schema.database}.{schema.table}.jsonl"
-        index.append(
-            {
-                "database": schema.database,
-                "table": schema.table,
-                "file": file_name,
-                "schema": schema_json(schema),
-            }
-        )
-        with open(root / file_name, "wb") as out:
-            for row in state.get(name, {}).values():
-                out.write(orjson.dumps(image_to_text(schema, row)) + b"\n")
-    (root / SCHEMAS_FILE).write_bytes(orjson.dumps(index, option=orjson.OPT_INDENT_2))
-
-
-ExpectedTable = tuple[TableSchema, list[dict[str, Any]]]
-
-
-def load_expected(directory: str | Path) -> dict[TableKey, ExpectedTable]:
-    """Read what :func:`write_expected` wrote: table -> (schema, rows as text)."""
-    root = Path(directory)
-    out = {}
-    for entry in orjson.loads((root / SCHEMAS_FILE).read_bytes()):
-        key = (entry["database"], entry["table"])
-        schema = schema_from_json(entry["schema"], *key)
-        lines = (root / entry["file"]).read_bytes().splitlines()
-        out[key] = (schema, [orjson.loads(line) for line in lines if line.strip()])
-    return out
+__all__ = ["TableReport", "compare_tables", "verify_sink"]
 
 
 @dataclass
@@ -93,15 +45,11 @@ class TableReport:
         )
 
 
-def compare_tables(expected: ExpectedTable, actual: Any) -> TableReport:
-    """Compare expected text rows with a table's live rows (a pyarrow Table or None)."""
-    import pyarrow as pa
-
-    from ticdc_spark.sinks.convert import convert_column
-
+def compare_tables(expected: ExpectedTable, actual: pa.Table | None) -> TableReport:
+    """Compare expected text rows with a table's live rows (None: no table)."""
     schema, rows = expected
     report = TableReport(schema.database, schema.table, expected=len(rows))
-    columns = {}
+    columns: dict[str, pa.Array] = {}
     for column in schema.columns:
         text = pa.array([r.get(column.name) for r in rows], pa.string())
         columns[column.name], _ = convert_column(column.type, text)
@@ -130,7 +78,7 @@ def _same_time(left: Any, right: Any) -> bool:
         return False
 
 
-def _by_key(schema: TableSchema, table: Any) -> dict[Any, dict[str, Any]]:
+def _by_key(schema: TableSchema, table: pa.Table | None) -> dict[Any, dict[str, Any]]:
     if table is None or not table.num_rows:
         return {}
     keys = list(schema.handle_key) or list(schema.column_names)
@@ -143,8 +91,6 @@ def _by_key(schema: TableSchema, table: Any) -> dict[Any, dict[str, Any]]:
 
 def verify_sink(sink: Any, expected_dir: str | Path) -> list[TableReport]:
     """Compare every expected table with the sink's live rows."""
-    from ticdc_spark.sinks.base import live
-
     reports = []
     for key, expected in sorted(load_expected(expected_dir).items()):
         actual = live(sink.read(key)) if sink.exists(key) else None

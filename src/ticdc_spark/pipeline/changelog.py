@@ -22,7 +22,7 @@ error          why decoding failed (ERROR only); key/value then hold the raw mes
 value          also, for a protocol whose rows name a schema version that other messages
                bring (Simple): on a ROW, the message itself when the decode stage had not
                met its schema (images null: a *wire row*, which the consumer finishes once
-               it knows the schema, see :class:`~ticdc_spark.consume.Planner`); on a
+               it knows the schema, see :mod:`ticdc_spark.pipeline.wire_rows`); on a
                BOOTSTRAP or DDL, the message, whose schemas the consumer learns
 =============  ===========================================================================
 
@@ -37,7 +37,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from operator import itemgetter
-from typing import Any
+from typing import Any, Final
+
+import pyarrow as pa
 
 from ticdc_spark.model import (
     Bootstrap,
@@ -53,14 +55,33 @@ from ticdc_spark.model import (
 from ticdc_spark.normalized import image_to_text
 
 __all__ = [
+    "BOOTSTRAP",
     "CHANGELOG_FIELDS",
+    "DDL",
+    "DELETE",
+    "ERROR",
+    "INSERT",
+    "ROW",
+    "UPDATE",
+    "WATERMARK",
     "ChangelogBuilder",
     "arrow_schema",
     "schema_from_json",
     "schema_json",
 ]
 
-ROW, DDL, WATERMARK, BOOTSTRAP, ERROR = "ROW", "DDL", "WATERMARK", "BOOTSTRAP", "ERROR"
+# The ``kind`` of a changelog row.
+ROW: Final = "ROW"
+DDL: Final = "DDL"
+WATERMARK: Final = "WATERMARK"
+BOOTSTRAP: Final = "BOOTSTRAP"
+ERROR: Final = "ERROR"
+# The ``op`` of a ROW: TiDB's row change kinds, spelled as the decoders write them.
+INSERT: Final = RowKind.INSERT.value
+UPDATE: Final = RowKind.UPDATE.value
+DELETE: Final = RowKind.DELETE.value
+
+Position = tuple[str, int, int, int]  # topic, partition, offset, seq
 
 CHANGELOG_FIELDS: tuple[tuple[str, str], ...] = (
     ("kind", "string"),
@@ -84,10 +105,8 @@ CHANGELOG_FIELDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def arrow_schema() -> Any:
+def arrow_schema() -> pa.Schema:
     """The changelog's Arrow schema."""
-    import pyarrow as pa
-
     types = {
         "string": pa.string(),
         "int64": pa.int64(),
@@ -131,7 +150,7 @@ class ChangelogBuilder:
         commit_ts: int,
         before: Mapping[str, Any] | None,
         after: Mapping[str, Any] | None,
-        position: tuple[str, int, int, int],
+        position: Position,
         *,
         key_only: bool = False,
         partition_id: int | None = None,
@@ -159,7 +178,7 @@ class ChangelogBuilder:
         before: Mapping[str, Any] | None,
         after: Mapping[str, Any] | None,
         schema: str,
-        position: tuple[str, int, int, int],
+        position: Position,
         key_only: bool = False,
     ) -> None:
         """Append a row change; ``schema`` is the table's schema JSON (written if new)."""
@@ -200,40 +219,43 @@ class ChangelogBuilder:
         for seq, event in enumerate(events, first_seq):
             position = (topic, partition, offset, seq)
             if isinstance(event, RowChange):
-                schema = event.schema
-                self.append_row(
-                    event.kind.value,
-                    schema.database,
-                    schema.table,
-                    event.commit_ts,
-                    image_to_text(schema, event.before),
-                    image_to_text(schema, event.after),
-                    self.schema_text(schema) or "",
-                    position,
-                    event.handle_key_only,
-                )
-            elif isinstance(event, DDLEvent):
-                self._add_other(
-                    DDL,
-                    event.database,
-                    event.table,
-                    event.commit_ts,
-                    position,
-                    sql=event.query,
-                    ddl_type=event.ddl_type.name,
-                    schema=self.schema_text(event.schema),
-                )
-            elif isinstance(event, Watermark):
-                self._add_other(WATERMARK, "", "", event.ts, position)
-            elif isinstance(event, Bootstrap):
-                self._add_other(
-                    BOOTSTRAP,
-                    event.schema.database,
-                    event.schema.table,
-                    0,
-                    position,
-                    schema=self.schema_text(event.schema),
-                )
+                self._add_change(event, position)
+            else:
+                self._add_event(event, position)
+
+    def _add_change(self, event: RowChange, position: Position) -> None:
+        schema = event.schema
+        self.append_row(
+            event.kind.value,
+            schema.database,
+            schema.table,
+            event.commit_ts,
+            image_to_text(schema, event.before),
+            image_to_text(schema, event.after),
+            self.schema_text(schema) or "",
+            position,
+            event.handle_key_only,
+        )
+
+    def _add_event(self, event: Event, position: Position) -> None:
+        """A DDL, a watermark or a bootstrap (anything else is not a changelog row)."""
+        if isinstance(event, DDLEvent):
+            self._add_other(
+                DDL,
+                event.database,
+                event.table,
+                event.commit_ts,
+                position,
+                sql=event.query,
+                ddl_type=event.ddl_type.name,
+                schema=self.schema_text(event.schema),
+            )
+        elif isinstance(event, Watermark):
+            self._add_other(WATERMARK, "", "", event.ts, position)
+        elif isinstance(event, Bootstrap):
+            schema = event.schema
+            text = self.schema_text(schema)
+            self._add_other(BOOTSTRAP, schema.database, schema.table, 0, position, schema=text)
 
     def add_error(
         self,
@@ -255,7 +277,7 @@ class ChangelogBuilder:
         database: str,
         table: str,
         commit_ts: int,
-        position: tuple[str, int, int, int],
+        position: Position,
         message: bytes,
         key_only: bool = False,
     ) -> None:
@@ -287,7 +309,7 @@ class ChangelogBuilder:
         database: str,
         table: str,
         commit_ts: int,
-        position: tuple[str, int, int, int],
+        position: Position,
         *,
         sql: str | None = None,
         ddl_type: str | None = None,
@@ -320,13 +342,11 @@ class ChangelogBuilder:
 
     # -- output -----------------------------------------------------------------------------
 
-    def arrow_schema(self) -> Any:
+    def arrow_schema(self) -> pa.Schema:
         return arrow_schema()
 
-    def to_batch(self) -> Any:
+    def to_batch(self) -> pa.RecordBatch:
         """The rows so far as an Arrow RecordBatch (and a fresh start)."""
-        import pyarrow as pa
-
         schema = arrow_schema()
         scalar_fields = [f for f in schema if f.name not in ("before", "after")]
         rows = self.rows
@@ -343,9 +363,7 @@ class ChangelogBuilder:
         return pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
 
-def _column(values: list[Any], arrow_type: Any) -> Any:
-    import pyarrow as pa
-
+def _column(values: list[Any], arrow_type: pa.DataType) -> pa.Array:
     if values.count(None) == len(values):  # DDL/error-only columns are empty for row batches
         return pa.nulls(len(values), arrow_type)
     return pa.array(values, arrow_type)
@@ -369,9 +387,7 @@ class _MapColumn:
         self.offsets.append(len(self.keys))
         self.nulls.append(image is None)
 
-    def to_array(self, map_type: Any) -> Any:
-        import pyarrow as pa
-
+    def to_array(self, map_type: pa.DataType) -> pa.MapArray:
         return pa.MapArray.from_arrays(
             pa.array(self.offsets, pa.int32()),
             pa.array(self.keys, pa.string()),

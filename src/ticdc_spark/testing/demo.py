@@ -1,4 +1,6 @@
-"""``ticdc-spark demo``: the whole pipeline on one machine, no broker, checked at the end."""
+"""``ticdc-spark demo``: the whole pipeline on one machine, no broker, checked at the end.
+
+Imports Spark: the CLI imports this module only to run the demo."""
 
 from __future__ import annotations
 
@@ -8,7 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.produce import produce_workload
+from ticdc_spark.codec import get_codec
+from ticdc_spark.sinks import make_sink
+from ticdc_spark.spark.pipeline import PipelineConfig, default_mode, run
+from ticdc_spark.spark.session import local_session
+from ticdc_spark.testing.produce import produce_workload
+from ticdc_spark.testing.registry_server import RegistryServer
+from ticdc_spark.testing.verify import verify_sink
 
 __all__ = ["DEMO_OPTIONS", "run_demo"]
 
@@ -44,11 +52,7 @@ def run_demo(
     Confluent-compatible registry this process serves over HTTP for the run: Spark's Python
     workers are other processes, which confluent-kafka's ``mock://`` registry cannot reach.
     """
-    from ticdc_spark.codec import get_codec
-
     if get_codec(protocol).options.__dataclass_fields__.get("schema_registry") and not registry:
-        from ticdc_spark.io.registry_server import RegistryServer
-
         with RegistryServer() as server:
             _say(f"    schema registry: serving one for this run at {server.url}")
             return run_demo(protocol, workload, workdir, server.url, options)
@@ -62,18 +66,31 @@ def _run(
     registry: str | None,
     extra: dict[str, str],
 ) -> bool:
-    from ticdc_spark.spark.pipeline import PipelineConfig, run
-    from ticdc_spark.spark.session import local_session
-    from ticdc_spark.verify import verify_sink
-
     root = Path(workdir or tempfile.mkdtemp(prefix="ticdc-spark-demo-"))
-    from ticdc_spark.spark.pipeline import default_mode
-
     options = {**DEMO_OPTIONS.get(protocol, {}), **extra}
     if registry:
         options["schema-registry"] = registry
-    mode = default_mode(protocol)
     started = time.perf_counter()
+    _produce(protocol, workload, options, root)
+    replicate_started = time.perf_counter()
+    target, applied = _replicate(protocol, options, root)
+    replicate_seconds = time.perf_counter() - replicate_started
+    _say("3/3 verifying the tables against the generated state")
+    reports = verify_sink(make_sink(target), root / "expected")
+    for report in reports:
+        _say("    " + report.summary())
+    ok = all(r.ok for r in reports)
+    total = time.perf_counter() - started
+    _say(
+        f"{'PASSED' if ok else 'FAILED'}: {len(reports)} tables, {applied} rows applied in "
+        f"{replicate_seconds:.1f}s of replication, {total:.1f}s in all; tables in "
+        f"{root / 'lake'}"
+    )
+    return ok
+
+
+def _produce(protocol: str, workload: Any, options: dict[str, str], root: Path) -> None:
+    """Step 1: the workload as the protocol's capture files, and its expected state."""
     _say(
         f"1/3 generating {workload.rows} row changes over {workload.tables} tables as "
         f"{protocol} capture files in {root / 'capture'}"
@@ -88,6 +105,11 @@ def _run(
         topic=DEMO_TOPICS.get(protocol, "ticdc_{schema}"),
     )
     _say(f"    {produced.messages} messages, {produced.ddl} DDL")
+
+
+def _replicate(protocol: str, options: dict[str, str], root: Path) -> tuple[str, int]:
+    """Step 2: the capture files replicated into Delta tables; (the target, rows applied)."""
+    mode = default_mode(protocol)
     _say(f"2/3 replicating with Spark into Delta tables ({mode} mode)")
     spark = local_session("ticdc-spark demo")
     spark.sparkContext.setLogLevel("ERROR")
@@ -106,20 +128,5 @@ def _run(
         applied[0] += report.rows_applied
         _say("    " + report.line())
 
-    replicate_started = time.perf_counter()
     run(spark, config, on_batch=progress)
-    replicate_seconds = time.perf_counter() - replicate_started
-    _say("3/3 verifying the tables against the generated state")
-    from ticdc_spark.spark.pipeline import make_sink
-
-    reports = verify_sink(make_sink(config.target), root / "expected")
-    for report in reports:
-        _say("    " + report.summary())
-    ok = all(r.ok for r in reports)
-    total = time.perf_counter() - started
-    _say(
-        f"{'PASSED' if ok else 'FAILED'}: {len(reports)} tables, {applied[0]} rows applied in "
-        f"{replicate_seconds:.1f}s of replication, {total:.1f}s in all; tables in "
-        f"{root / 'lake'}"
-    )
-    return ok
+    return config.target, applied[0]

@@ -34,7 +34,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ticdc_spark.errors import TiCDCSparkError
-from ticdc_spark.spark.kafka_offsets import (
+from ticdc_spark.spark.kafka.offsets import (
     OffsetReader,
     limit_offsets,
     load_offsets,
@@ -43,7 +43,7 @@ from ticdc_spark.spark.kafka_offsets import (
     topic_partitions,
     with_new_partitions,
 )
-from ticdc_spark.spark.kafka_options import (
+from ticdc_spark.spark.kafka.options import (
     EARLIEST,
     LATEST,
     Offsets,
@@ -51,8 +51,8 @@ from ticdc_spark.spark.kafka_options import (
     headers_included,
     report_data_loss,
 )
-from ticdc_spark.spark.kafka_reader import read_partition
-from ticdc_spark.spark.kafka_schema import KafkaColumnsSource, spark_kafka_schema
+from ticdc_spark.spark.kafka.reader import read_partition
+from ticdc_spark.spark.kafka.schema import KafkaColumnsSource, spark_kafka_schema
 
 __all__ = ["KafkaDataSource", "register", "topic_partitions"]
 

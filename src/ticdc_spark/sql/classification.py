@@ -1,9 +1,9 @@
-"""Reading DDL statements: which TiDB action a statement is.
+"""DDL classification: which TiDB action a statement is.
 
 Canal-JSON and Open Protocol carry a DDL as its SQL text (Canal-JSON only with a coarse
 ``type``), so consumers classify the statement themselves.  This is a small keyword
-classifier over MySQL/TiDB DDL, not a SQL parser; statements it does not recognise are
-``DDLType.NONE``.
+classifier over the statement's tokens (:func:`~ticdc_spark.sql.lexer.normalize`), not a SQL
+parser; statements it does not recognise are ``DDLType.NONE``.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 from ticdc_spark.model import DDLType
+from ticdc_spark.sql.lexer import normalize
 
 __all__ = ["classify", "split_top_level"]
 
-_COMMENT_RE = re.compile(r"/\*.*?\*/|--[^\n]*|#[^\n]*", re.S)
-_QUOTED_RE = re.compile(r"`(?:[^`]|``)*`|'(?:[^'\\]|\\.|'')*'|\"(?:[^\"\\]|\\.)*\"", re.S)
 
 _SIMPLE = (
     (r"^CREATE (?:DATABASE|SCHEMA)\b", DDLType.CREATE_SCHEMA),
@@ -80,12 +79,6 @@ _CLAUSES = (
 )
 _CLAUSE_RE = tuple((re.compile(p), t) for p, t in _CLAUSES)
 _ALTER_TABLE_RE = re.compile(r"^ALTER (?:ONLINE |OFFLINE |IGNORE )*TABLE (\S+) ?(.*)$", re.S)
-
-
-def normalize(sql: str) -> str:
-    """Comments dropped, quoted names and strings replaced by ``?``, single spaces, upper case."""
-    text = _QUOTED_RE.sub("?", _COMMENT_RE.sub(" ", sql))
-    return " ".join(text.split()).upper().rstrip("; ")
 
 
 def split_top_level(text: str) -> list[str]:

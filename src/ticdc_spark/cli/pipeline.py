@@ -1,0 +1,190 @@
+"""The pipeline commands: ``replicate`` (TiCDC topics to lakehouse tables, exactly once)
+and ``verify`` (target tables against an expected state).  Spark is imported when a
+command runs, not before: the other commands start without it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ticdc_spark.cli.args import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    codec_options,
+    filter_argument,
+    key_values_argument,
+    parse_key_values,
+    registry_argument,
+    subcommand,
+)
+from ticdc_spark.filter import TableFilter
+
+__all__ = ["add_replicate", "add_verify"]
+
+
+def add_replicate(commands: Any) -> None:
+    parser = subcommand(commands, "replicate", _run_replicate)
+    _ends_arguments(parser)
+    _codec_source_arguments(parser)
+    _error_arguments(parser)
+    _resource_arguments(parser)
+    parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
+    filter_argument(parser)
+
+
+def _ends_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where from, in what protocol, where to, and when."""
+    parser.add_argument("--source", required=True, metavar="kafka://HOST:PORT/TOPIC[,TOPIC]|DIR")
+    parser.add_argument("--protocol", "-p", required=True)
+    parser.add_argument(
+        "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
+    )
+    parser.add_argument("--checkpoint", required=True, metavar="DIR")
+    parser.add_argument(
+        "--mode",
+        choices=("consistent", "eventual"),
+        default=None,
+        help="consistent: apply only up to the global watermark (snapshots of "
+        "upstream); eventual: apply at once (streams without watermarks). Default: "
+        "consistent, or eventual for protocols without watermarks (avro)",
+    )
+    parser.add_argument(
+        "--trigger",
+        default="once",
+        metavar="SECONDS|once",
+        help="micro-batch interval, or once: apply what is there and stop",
+    )
+
+
+def _codec_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """The codec's options and the source's."""
+    key_values_argument(parser, "--option", "-o", help="a codec option (TiCDC name), repeatable")
+    registry_argument(parser)
+    key_values_argument(
+        parser,
+        "--source-option",
+        help="a source option, e.g. maxOffsetsPerTrigger=10000 or "
+        "kafka.security.protocol=SASL_SSL (repeatable)",
+    )
+
+
+def _error_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--on-error",
+        choices=("dead-letter", "stop"),
+        default="dead-letter",
+        help="route bad messages to the dead-letter directory, or stop",
+    )
+    parser.add_argument(
+        "--dead-letters",
+        metavar="DIR",
+        help="dead-letter directory (default CHECKPOINT/dead-letters)",
+    )
+
+
+def _resource_arguments(parser: argparse.ArgumentParser) -> None:
+    """Memory, overlap and Spark's own settings."""
+    parser.add_argument(
+        "--max-held-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="rows held back for a later micro-batch (waiting for the watermark, or for "
+        "their schema) at most; past it the job stops naming the partitions behind "
+        "(default 1000000)",
+    )
+    parser.add_argument(
+        "--serial-apply",
+        action="store_true",
+        help="apply each micro-batch before reading the next (default: apply it while Spark "
+        "reads the next, with the batch logged to the checkpoint first)",
+    )
+    key_values_argument(
+        parser,
+        "--spark-conf",
+        help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
+    )
+
+
+def _run_replicate(args: argparse.Namespace) -> int:
+    """apply TiCDC topics to Delta Lake or Iceberg tables, exactly once
+
+    Read TiCDC messages from Kafka or a capture directory, decode them, and apply them to one
+    lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
+    stop it any time, run it again, it resumes exactly.
+    """
+    from ticdc_spark.spark.pipeline import PipelineConfig, check_mode, default_mode, run
+    from ticdc_spark.spark.session import local_session
+
+    config = PipelineConfig(
+        source=args.source,
+        protocol=args.protocol,
+        target=args.target,
+        checkpoint=args.checkpoint,
+        mode=args.mode or default_mode(args.protocol),
+        trigger=args.trigger,
+        options=codec_options(args),
+        source_options=parse_key_values(args.source_option, "--source-option"),
+        on_error=args.on_error,
+        dead_letters=args.dead_letters,
+        overlap=not args.serial_apply,
+        table_filter=tuple(args.filter),
+    )
+    if args.max_held_rows is not None:
+        config.max_held_rows = args.max_held_rows
+    TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
+    check_mode(config.protocol, config.mode)
+    settings = parse_key_values(args.spark_conf, "--spark-conf")
+    spark = local_session("ticdc-spark replicate", settings=settings)
+    spark.sparkContext.setLogLevel("ERROR")
+    totals = _Totals()
+    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
+    print(totals.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+class _Totals:
+    """Progress: one line per micro-batch, and a summary at the end."""
+
+    def __init__(self) -> None:
+        self.batches = self.rows = self.dead = self.ddl = 0
+        self.seconds = 0.0
+
+    def add(self, report: Any, quiet: bool = False) -> None:
+        self.batches += 1
+        self.rows += report.rows_applied
+        self.dead += report.dead_letters
+        self.ddl += report.ddl
+        self.seconds += report.seconds
+        if not quiet:
+            print(report.line(), file=sys.stderr, flush=True)
+
+    def summary(self) -> str:
+        return (
+            f"{self.batches} batches, {self.rows} rows applied, {self.ddl} DDL, "
+            f"{self.dead} dead letters"
+        )
+
+
+def add_verify(commands: Any) -> None:
+    parser = subcommand(commands, "verify", _run_verify)
+    parser.add_argument(
+        "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
+    )
+    parser.add_argument("--expected", required=True, metavar="DIR")
+
+
+def _run_verify(args: argparse.Namespace) -> int:
+    """compare target tables with an expected state
+
+    Compare every table of an expected state (written by produce) with the live rows of the
+    target tables; exit 1 if any differs.
+    """
+    from ticdc_spark.sinks import make_sink
+    from ticdc_spark.testing.verify import verify_sink
+
+    reports = verify_sink(make_sink(args.target), args.expected)
+    for report in reports:
+        print(report.summary())
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE

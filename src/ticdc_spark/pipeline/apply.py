@@ -1,0 +1,233 @@
+"""Applying changelog micro-batches to a sink exactly once, with state that survives restarts.
+
+:class:`Applier` is what the streaming query's ``foreachBatch`` runs (and what tests run
+without Spark): load the consumer state as it was before this batch, plan, apply every step
+with a version made of the batch id and the step number, write dead letters, save the state
+under this batch id.  A batch replayed after a crash starts again from the state before it,
+and the sink skips the steps it had already committed, so the final tables are those of a
+run that never stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from ticdc_spark.errors import CHECKPOINT_WAY_OUT, CheckpointError, DamagedState, TiCDCSparkError
+from ticdc_spark.model import physical_ms
+from ticdc_spark.pipeline.arrow import concat
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.checkpoint import ChangelogLog, StateStore
+from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
+from ticdc_spark.pipeline.failpoints import crash_point, set_batch
+from ticdc_spark.pipeline.ordering import MAX_HELD_ROWS
+from ticdc_spark.pipeline.planner import Planner
+from ticdc_spark.pipeline.policy import Mode, OnError
+from ticdc_spark.pipeline.steps import DDLStep, Step, TableChanges
+from ticdc_spark.sinks.base import TableSink
+
+__all__ = ["STEPS_PER_BATCH", "Applier", "BatchReport"]
+
+logger = logging.getLogger(__name__)
+
+STEPS_PER_BATCH = 1_000_000  # a step's version is batch_id * STEPS_PER_BATCH + step number
+
+
+@dataclass
+class BatchReport:
+    """What one micro-batch did (printed as progress)."""
+
+    batch: int
+    rows_in: int = 0
+    rows_applied: int = 0
+    held: int = 0
+    awaiting_schema: int = 0  # of the held rows, those waiting for their schema (Simple)
+    replays: int = 0
+    ddl: int = 0
+    dead_letters: int = 0
+    watermark: int = 0
+    seconds: float = 0.0
+    skipped_steps: int = 0
+    read_seconds: float = 0.0  # reading and decoding the micro-batch (Spark)
+    tables: dict[str, int] = field(default_factory=dict)
+    # the commit ts of each step applied (with track_commits: latency measurements)
+    commit_ts: list[pa.ChunkedArray] = field(default_factory=list)
+
+    def line(self) -> str:
+        lag = ""
+        if self.watermark:
+            behind = max(0.0, time.time() - physical_ms(self.watermark) / 1000)
+            lag = f", watermark lag {behind:.1f}s"
+        rate = self.rows_applied / self.seconds if self.seconds else 0.0
+        waiting = f" ({self.awaiting_schema} for their schema)" if self.awaiting_schema else ""
+        return (
+            f"batch {self.batch}: {self.rows_in} rows in, {self.rows_applied} applied "
+            f"({rate:,.0f} rows/s), {self.held} held{waiting}, {self.ddl} DDL, "
+            f"{self.replays} replays dropped, {self.dead_letters} dead letters{lag}"
+        )
+
+
+class Applier:
+    """Plans and applies micro-batches (the body of ``foreachBatch``)."""
+
+    def __init__(
+        self,
+        sink: TableSink,
+        store: StateStore,
+        *,
+        mode: str = Mode.CONSISTENT,
+        dead_letters: DeadLetterWriter | None = None,
+        on_error: str = OnError.DEAD_LETTER,
+        partitions: tuple[str, ...] = (),
+        track_commits: bool = False,
+        capabilities: Capabilities | None = None,
+        max_held_rows: int = MAX_HELD_ROWS,
+    ) -> None:
+        self.sink = sink
+        self.store = store
+        self.mode = Mode.parse(mode)
+        self.dead = dead_letters or DeadLetterWriter(store.root / "dead-letters")
+        self.on_error = OnError.parse(on_error, (OnError.DEAD_LETTER, OnError.STOP))
+        self.partitions = partitions
+        self.track_commits = track_commits  # keep applied commit ts (latency measurements)
+        self.capabilities = capabilities or Capabilities()
+        self.max_held_rows = max_held_rows  # (see pipeline.ordering.check_held)
+        self.reports: list[BatchReport] = []
+
+    def apply(self, changelog: pa.Table, batch: int) -> BatchReport:
+        """Apply one micro-batch of changelog rows."""
+        started = time.perf_counter()
+        set_batch(batch)
+        planner = Planner(
+            self.mode,
+            self.store.load(batch),
+            self.partitions,
+            capabilities=self.capabilities,
+            max_held_rows=self.max_held_rows,
+        )
+        plan = planner.plan(changelog)
+        report = BatchReport(
+            batch,
+            rows_in=plan.rows_in,
+            held=plan.held,
+            awaiting_schema=plan.awaiting_schema,
+            replays=plan.replays,
+            watermark=plan.watermark,
+        )
+        dead = [plan.dead_letters]
+        for number, step in enumerate(plan.steps):
+            version = batch * STEPS_PER_BATCH + number
+            replayed = self._renamed_since(plan.steps, number, version)
+            dead.append(self._apply_step(step, version, report, replayed))
+            crash_point("step")
+        report.dead_letters = self._dead_letters(batch, dead)
+        self.store.save(batch, planner.state)
+        crash_point("state-saved")
+        report.seconds = time.perf_counter() - started
+        self.reports.append(report)
+        return report
+
+    def recover(self, log: ChangelogLog, committed: int = -1) -> list[BatchReport]:
+        """Bring the consumer state up to ``committed`` (the last batch Spark committed) and
+        the logged batches, oldest first: the batches a crash left logged but not applied
+        (Spark records a batch as done before its overlapped apply ends), and those whose
+        saved state is missing or damaged, replayed from the newest good state (their
+        steps already in the tables are skipped by version).  Raises
+        :class:`~ticdc_spark.errors.CheckpointError` naming what is missing
+        when the log does not reach back far enough."""
+        logged = log.batches()
+        wanted = max([committed, *logged])
+        good, damaged = self.store.newest_good(wanted)
+        needed = range(good + 1, wanted + 1)
+        gone = [b for b in needed if b not in logged]
+        if gone:
+            raise CheckpointError(self._unrecoverable(log, good, wanted, gone, damaged))
+        for problem in damaged:
+            logger.warning("%s: rebuilding it from the logged micro-batches", problem.short)
+        reports = [self.apply(log.read(batch), batch) for batch in needed]
+        log.prune(self.store.oldest())
+        return reports
+
+    def _unrecoverable(
+        self,
+        log: ChangelogLog,
+        good: int,
+        wanted: int,
+        gone: list[int],
+        damaged: list[DamagedState],
+    ) -> str:
+        problems = [d.short for d in damaged]
+        damaged_batches = {d.path for d in damaged}
+        missing = [
+            str(self.store.state_path(b))
+            for b in range(good + 1, wanted + 1)
+            if self.store.state_path(b) not in damaged_batches
+        ]
+        if missing:
+            problems.append(f"missing: {', '.join(missing[-3:])}")
+        start = f"the newest good state, batch {good}'s," if good >= 0 else "an empty state"
+        return (
+            f"the consumer state does not reach micro-batch {wanted}, the last Spark committed "
+            f"or the pipeline logged ({'; '.join(problems)}). Rebuilding it from {start} needs "
+            f"the changelogs of micro-batches {gone[0]}-{gone[-1]} under {log.root}, which are "
+            f"gone. {CHECKPOINT_WAY_OUT}"
+        )
+
+    def _renamed_since(self, steps: list[Step], number: int, version: int) -> bool:
+        """Whether a replay finds this row step's table already renamed by a later step of
+        the batch: the table is gone, and under its new name it has this step's version.
+        (Applying the rows again would recreate the old table beside the renamed one.)"""
+        step = steps[number]
+        if not isinstance(step, TableChanges):
+            return False
+        key = original = (step.database, step.table)
+        for later in steps[number + 1 :]:
+            if (
+                isinstance(later, DDLStep)
+                and later.renamed_to
+                and (later.database, later.table) == key
+            ):
+                key = later.renamed_to
+        return (  # the sink is asked only when the batch renames the table later on
+            key != original
+            and not self.sink.exists(original)
+            and self.sink.exists(key)
+            and self.sink.applied_version(key) >= version
+        )
+
+    def _apply_step(
+        self,
+        step: Step,
+        version: int,
+        report: BatchReport,
+        replayed: bool = False,
+    ) -> pa.Table | None:
+        if isinstance(step, DDLStep):
+            self.sink.apply_ddl(step, version)
+            report.ddl += 1
+            return None
+        result = self.sink.replayed(step) if replayed else self.sink.apply_rows(step, version)
+        if self.track_commits:
+            report.commit_ts.append(step.rows["commit_ts"])
+        report.skipped_steps += int(result.skipped)
+        report.rows_applied += result.rows
+        name = f"{step.database}.{step.table}"
+        report.tables[name] = report.tables.get(name, 0) + result.rows
+        return result.dead_letters
+
+    def _dead_letters(self, batch: int, parts: list[pa.Table | None]) -> int:
+        """Write the batch's dead letters (how many), or stop at the first under
+        ``--on-error stop``."""
+        rows = concat(parts)
+        if rows is None or not rows.num_rows:
+            return 0
+        if self.on_error == OnError.STOP:
+            first = rows.slice(0, 1).to_pylist()[0]
+            raise TiCDCSparkError(
+                f"{rows.num_rows} record(s) cannot be applied; first at "
+                f"{first['topic']}/{first['partition']}@{first['offset']}: {first['error']}"
+            )
+        return self.dead.write(batch, rows)

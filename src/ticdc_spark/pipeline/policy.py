@@ -1,0 +1,57 @@
+"""The pipeline's two choices, each spelled once: what a bad record does, and what is released.
+
+Both are string enums, so a value compares equal to its spelling (``Mode.EVENTUAL ==
+"eventual"``) and configs written as plain strings keep working.  This module imports
+nothing heavy: the command line reads it before anything else is loaded.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+from ticdc_spark.errors import ConfigError
+
+__all__ = ["Mode", "OnError"]
+
+
+class OnError(enum.StrEnum):
+    """What to do with a record that cannot be decoded or applied.
+
+    The commands offer the choices that fit them (``replicate``: dead-letter or stop;
+    ``decode``: stop or skip); each one means the same everywhere.
+    """
+
+    STOP = "stop"  # fail at the first one, naming it (the decode stage's "fail")
+    DEAD_LETTER = "dead-letter"  # keep it aside with its reason, and go on
+    SKIP = "skip"  # report it and go on (``decode``'s bad capture lines)
+
+    @classmethod
+    def parse(cls, value: str, allowed: Iterable[OnError] = ()) -> OnError:
+        """The policy ``value`` names (``fail``: an older spelling of ``stop``), refused
+        with the valid names when it is not one of ``allowed`` (default: any)."""
+        choices = tuple(allowed) or tuple(cls)
+        found = _ALIASES.get(value, value)
+        if found not in choices:
+            names = " or ".join(str(c) for c in choices)
+            raise ConfigError(f"on_error must be {names}, not {value!r}")
+        return cls(found)
+
+
+_ALIASES = {"fail": OnError.STOP.value}
+
+
+class Mode(enum.StrEnum):
+    """Which changes a micro-batch releases (see docs/pipeline.md "Consistency")."""
+
+    # only those at or below the lowest watermark of the partitions: every applied state is
+    # a transaction-consistent snapshot of upstream
+    CONSISTENT = "consistent"
+    # everything at once, in commit-ts order per key
+    EVENTUAL = "eventual"
+
+    @classmethod
+    def parse(cls, value: str) -> Mode:
+        if value not in tuple(cls):
+            raise ConfigError(f"mode must be consistent or eventual, not {value!r}")
+        return cls(value)
