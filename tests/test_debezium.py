@@ -442,3 +442,33 @@ def test_arrow_batch_path_gives_what_decoding_one_by_one_gives() -> None:
     assert out.to_pylist() == expected
     assert {row["kind"] for row in expected} >= {"ROW", "ERROR", "WATERMARK"}
     assert len(careful) < len(messages) // 4  # (the rest: the batch path)
+
+
+def test_an_update_without_its_old_value_is_an_update_without_a_before_image() -> None:
+    """TiCDC with ``debezium-output-old-value=false`` sends ``"op":"u"`` without ``before``:
+    an UPDATE (the planner upserts it by the after image's key), not an INSERT; on the typed
+    start, the full path and the Arrow batch path alike (tests/test_debezium_apply.py applies
+    such a stream)."""
+    from contract.helpers import kafka_batch, placed
+    from test_debezium_fast_paths import _full_path, _one_by_one
+    from ticdc_spark.codec.debezium import DebeziumDecoder
+    from ticdc_spark.spark.decode import _Records
+    from ticdc_spark.testing.workload import sbtest_schema
+
+    options = {"debezium-output-old-value": "false"}
+    schema, ts = sbtest_schema(), compose_ts(1_700_000_000_000)
+    after = {"id": 1, "k": 2, "c": "c", "pad": "p"}
+    update = RowChange(RowKind.UPDATE, schema, ts, {**after, "k": 1}, after)
+    messages = placed(make_encoder("debezium", options).encode([update]) * 3)
+    assert "before" not in json.loads(messages[0].value or b"")["payload"]
+    for decoder in (make_decoder("debezium", options), _full_path(options)):
+        (got,) = decoder.decode(messages[0])
+        assert isinstance(got, RowChange)
+        assert (got.kind, got.before, got.after) == (RowKind.UPDATE, None, after)
+    batch = kafka_batch(messages)
+    decoder = make_decoder("debezium", options)
+    assert isinstance(decoder, DebeziumDecoder)
+    records = _Records(batch, decoder, fail=False)
+    out = decoder.decode_arrow_batch(batch, records.decode_one, records.builder).to_pylist()
+    assert out == _one_by_one(batch, options)
+    assert [(row["op"], row["before"]) for row in out] == [("UPDATE", None)] * 3

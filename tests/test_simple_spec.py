@@ -259,7 +259,7 @@ def test_avro_messages_start_with_the_message_branch_and_read_back() -> None:
     assert watermark.value is not None and watermark.value[:2] == b"\x16\x00"
     decoder = make_decoder("simple", {"encoding-format": "avro"})
     assert decoder.decode(watermark) == [Watermark(446266400629063682)]
-    with pytest.raises(DecodeError, match="not a Simple Avro message"):
+    with pytest.raises(DecodeError, match="the Simple Avro WATERMARK message ends early"):
         decoder.decode(Message(None, watermark.value[:-1], topic="t", partition=0, offset=3))
 
 

@@ -133,6 +133,8 @@ def assert_same_row(carries: Carries, sent: RowChange, got: RowChange) -> None:
         sent = renamed(sent, carries.rename)
     if sent.kind is RowKind.UPDATE and not carries.update_before:  # (the key only)
         sent = dataclasses.replace(sent, before=_key(sent, sent.after))
+    if sent.kind is RowKind.UPDATE and carries.update_without_before:
+        sent = dataclasses.replace(sent, before=None)
     if sent.kind is RowKind.DELETE and not carries.delete_commit_ts:
         sent = dataclasses.replace(sent, commit_ts=0)
     upsert = carries.update_as_insert == "all" or (

@@ -71,6 +71,13 @@ def _workload(args: argparse.Namespace) -> Workload:
     )
 
 
+_DEBEZIUM_PRODUCE = (
+    "produce: debezium with enable-tidb-extension=true (each column's tidb_type: without it a "
+    "BIGINT UNSIGNED past 2^63-1 reads back negative); -o enable-tidb-extension=false sends "
+    "TiCDC's default"
+)
+
+
 def _run_produce(args: argparse.Namespace) -> int:
     """generate a workload and send it as TiCDC messages
 
@@ -81,10 +88,14 @@ def _run_produce(args: argparse.Namespace) -> int:
     """
     from ticdc_spark.testing.produce import produce_workload
 
+    options = codec_options(args)
+    if args.protocol == "debezium" and "enable-tidb-extension" not in options:
+        options["enable-tidb-extension"] = "true"  # (docs/protocols.md, Debezium)
+        print(_DEBEZIUM_PRODUCE, file=sys.stderr)
     result = produce_workload(
         _workload(args),
         args.protocol,
-        codec_options(args),
+        options,
         args.to,
         expected=args.expected,
         topic=args.topic,

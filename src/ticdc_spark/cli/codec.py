@@ -142,15 +142,21 @@ def _run_encode(args: argparse.Namespace) -> int:
 
 def add_sample(commands: Any) -> None:
     parser = subcommand(commands, "sample", _run_sample)
-    parser.add_argument("--protocol", "-p", required=True, help="open-protocol or canal-json")
+    parser.add_argument(
+        "--protocol",
+        "-p",
+        required=True,
+        help="open-protocol, canal-json, debezium, simple or avro",
+    )
 
 
 def _run_sample(args: argparse.Namespace) -> int:
     """print a bundled sample capture of a protocol
 
-    Write a small bundled capture (TiCDC output of a sysbench-like and an all-types table)
-    to stdout, to try decode on:
-    ticdc-spark sample -p canal-json | ticdc-spark decode -p canal-json
+    Write a small bundled capture (TiCDC output of a sysbench-like and an all-types table;
+    Avro's starts with its schemas, as a registry's _schemas records) to stdout, to try
+    decode on, for any protocol:
+    ticdc-spark sample -p avro | ticdc-spark decode -p avro
     """
     name = f"{args.protocol}.capture.jsonl"
     sample = resources.files("ticdc_spark").joinpath("samples").joinpath(name)

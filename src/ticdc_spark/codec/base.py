@@ -111,7 +111,7 @@ class RowSink(Protocol):
     """What a decoder's one decode path writes a message's events into.
 
     ``text`` says which row values the sink takes: canonical values (False) or the
-    changelog's text form (True, see :mod:`ticdc_spark.changelog`).  ``schema_text`` is the
+    changelog's text form (True, see :mod:`ticdc_spark.pipeline.changelog`).  ``schema_text`` is the
     table's changelog schema JSON when the decoder has it at hand (sinks that want it compute
     it otherwise); ``partition_id`` is TiDB's physical partition when the protocol says.
     """

@@ -118,7 +118,10 @@ def _moved(rows: pa.Table, before: list[pa.Array], after: list[pa.Array]) -> np.
         differs = pc.fill_null(pc.not_equal(old, new), pc.xor(pc.is_null(old), pc.is_null(new)))
         moved |= differs.to_numpy(zero_copy_only=False)
     moved &= np.asarray(pc.equal(rows["op"], UPDATE).to_numpy(zero_copy_only=False), dtype=bool)
-    return moved
+    # (an UPDATE without its before image, e.g. Debezium's old value off, is an upsert)
+    has_before = whole(pc.is_valid(rows["before"])).to_numpy(zero_copy_only=False)
+    with_before: np.ndarray = moved & np.asarray(has_before, dtype=bool)
+    return with_before
 
 
 def _final(rows: pa.Table, picked: np.ndarray, chosen: np.ndarray) -> pa.Table:

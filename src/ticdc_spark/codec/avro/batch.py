@@ -425,8 +425,9 @@ def _rows(
     updates: Any,
     sink: ChangelogSink,
 ) -> Any:
-    """The group's changelog rows, as :class:`~ticdc_spark.changelog.ChangelogBuilder` writes
-    them (the ``schema`` column is filled in when merging)."""
+    """The group's changelog rows, as
+    :class:`~ticdc_spark.pipeline.changelog.ChangelogBuilder` writes them (the ``schema``
+    column is filled in when merging)."""
     n, (before, after) = len(indices), images
     op = pa.array([RowKind.INSERT.value, RowKind.UPDATE.value]).take(
         pa.array(updates.astype(np.int8))

@@ -37,6 +37,7 @@ from ticdc_spark.codec.avro import schema as avro_schema
 from ticdc_spark.codec.avro.options import PROTOCOL, AvroOptions
 from ticdc_spark.codec.avro.plan import Plan, Record, make_record
 from ticdc_spark.codec.avro.registry import UnknownSchemaId, registry
+from ticdc_spark.codec.avro.schemas_topic import SCHEMAS_TOPIC, LearnedSchemas
 from ticdc_spark.codec.avro.wire import HEADER_SIZE, unframe
 from ticdc_spark.codec.base import ChangelogSink, DecoderBase, Message, RowSink
 from ticdc_spark.codec.common import INPUT_ERRORS, as_decode_error, refuse_empty
@@ -56,6 +57,7 @@ class AvroDecoder(DecoderBase):
     def __init__(self, options: AvroOptions, table_filter: TableFilter | None = None) -> None:
         self.options = options
         self.registry = registry(options.schema_registry)
+        self._learned = LearnedSchemas()  # (from the registry's _schemas records met)
         self.table_filter = table_filter
         self._records: dict[int, Record] = {}
         self._plans: dict[bytes, Plan] = {}
@@ -84,6 +86,9 @@ class AvroDecoder(DecoderBase):
 
     def decode_into(self, message: Message, sink: RowSink) -> None:
         try:
+            if message.topic == SCHEMAS_TOPIC:  # (a schema the registry stored: no event)
+                self._learned.learn(message)
+                return
             refuse_empty(message)  # (only a null value is a tombstone: issue 24, item 11)
             if message.value is not None:
                 self._row(message, sink)
@@ -177,8 +182,11 @@ class AvroDecoder(DecoderBase):
         found = self._records.get(schema_id)
         if found is not None:
             return found
+        text = self._learned.texts.get(schema_id)
+        if text is None and not self.registry.url:
+            raise self._learned.missing(schema_id)
         try:
-            text = self.registry.schema_text(schema_id)
+            text = text or self.registry.schema_text(schema_id)
         except UnknownSchemaId as exc:
             raise DecodeError(str(exc)) from None
         if len(self._records) >= _PLANS_KEPT:

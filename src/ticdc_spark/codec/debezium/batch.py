@@ -18,11 +18,13 @@ schema depend on it).  The two are merged back into record order
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 import orjson
@@ -37,28 +39,23 @@ from ticdc_spark.codec.arrowrows import (
 )
 from ticdc_spark.codec.base import ChangelogSink
 from ticdc_spark.codec.common import LRUCache
-from ticdc_spark.codec.debezium.typed import KEY_PAYLOAD, NOT_TYPED, CommitTs, Value, utf8
+from ticdc_spark.codec.debezium.plan import Image, Plan
+from ticdc_spark.codec.debezium.typed import (
+    KEY_PAYLOAD,
+    NOT_TYPED,
+    TICDC_HEAD,
+    CommitTs,
+    Value,
+    schema_text,
+    utf8,
+)
 
-if TYPE_CHECKING:
-    from ticdc_spark.codec.debezium.decoder import _Plan
+__all__ = ["decode_batch"]
 
-__all__ = ["TICDC_HEAD", "TICDC_SCHEMA", "decode_batch", "key_schema_text"]
-
-TICDC_HEAD = b'{"payload":'
-TICDC_SCHEMA = b',"schema":'
 _MAX_SHAPES = 32  # (per batch: the records of further shapes take the careful path)
 
 _CONVERSION = (LookupError, TypeError, AttributeError, ValueError, ArithmeticError)
-Shapes = LRUCache[tuple[bytes, bytes], "tuple[_Plan, tuple[str, ...]]"]
-Image = dict[str, Any] | None
-
-
-def key_schema_text(key: bytes | None) -> bytes | None:
-    """The ``,"schema":{..}}`` tail of a key TiCDC wrote (None for other keys)."""
-    if not key or not key.startswith(TICDC_HEAD):
-        return None
-    at = key.rfind(TICDC_SCHEMA)
-    return key[at:] if at > 0 else None
+Shapes = LRUCache[tuple[bytes, bytes], tuple[Plan, tuple[str, ...]]]
 
 
 def decode_batch(
@@ -139,11 +136,10 @@ def _binary(column: Any) -> Any:
 
 def _tails(value: bytes, key: bytes) -> tuple[bytes, bytes] | None:
     """The schema texts ending a record TiCDC wrote: the value's and the key's."""
-    at = value.rfind(TICDC_SCHEMA)
-    key_tail = key_schema_text(key)
-    if at <= 0 or key_tail is None:
+    value_tail, key_tail = schema_text(value), schema_text(key)
+    if value_tail is None or key_tail is None:
         return None
-    return value[at:], key_tail
+    return value_tail, key_tail
 
 
 class _Reader:
@@ -159,7 +155,7 @@ class _Reader:
         self.parts: list[tuple[Any, Any, Any, Any]] = []
 
     def read(
-        self, shape: tuple[_Plan, tuple[str, ...]], records: Any, tails: tuple[int, bytes]
+        self, shape: tuple[Plan, tuple[str, ...]], records: Any, tails: tuple[int, bytes]
     ) -> Any:
         """Adds the rows of ``records`` (of the shape's plan and key names; ``tails``: the
         length of the value's schema text, the key's schema text) to ``parts``; returns the
@@ -174,9 +170,14 @@ class _Reader:
         records = records[keyed]
         starts = self.values.offsets[records] + len(TICDC_HEAD)
         ends = self.values.offsets[records + 1] - tails[0]
-        kept, rows, slow_payloads = _payload_rows(self.values.data, records, starts, ends, table)
+        kept, rows, slow_payloads = _payload_rows(
+            self.values.data, records, (starts, ends), table, plan.exact
+        )
         slow.extend(slow_payloads)
         images, bad = _images(plan, rows)
+        if plan.sign_unknown:
+            for row in rows:
+                plan.note_signs(row[2:])
         if bad:
             slow.extend(kept[i] for i in bad)
             good = [i for i in range(len(kept)) if i not in bad]
@@ -272,10 +273,13 @@ Row = tuple[str, int, Image, Image]  # op, commit ts, before, after (wire values
 
 
 def _payload_rows(
-    data: memoryview, records: Any, starts: Any, ends: Any, table: tuple[str, str]
+    data: memoryview, records: Any, spans: tuple[Any, Any], table: tuple[str, str], exact: bool
 ) -> tuple[list[int], list[Row], list[int]]:
-    """The records whose payload the fast path takes, their rows, and the others."""
-    decode, op_of = _payload_reader(table)
+    """The records whose payload (from ``spans``: starts, ends) the fast path takes, their
+    rows, and the others; ``exact``: the table has DECIMAL columns, whose numbers are read
+    from their text (:mod:`.typed`)."""
+    decode, op_of = _payload_reader(table, exact)
+    starts, ends = spans
     payloads = [data[start:end] for start, end in zip(starts.tolist(), ends.tolist(), strict=True)]
     kept: list[int] = records.tolist()
     slow: list[int] = []
@@ -295,20 +299,21 @@ def _payload_rows(
 
 
 @functools.lru_cache(maxsize=256)
-def _payload_reader(table: tuple[str, str]) -> tuple[Any, dict[type, str]]:
+def _payload_reader(table: tuple[str, str], exact: bool = False) -> tuple[Any, dict[type, str]]:
     """msgspec's reader of the payloads TiCDC writes for rows of ``table``, one struct per op
     (``op`` the tag): the table, a commit ts and the images each op has, all checked while
-    parsing; and each struct's changelog op."""
+    parsing (an UPDATE's before may be null: old value off); and each struct's changelog op.
+    ``exact``: images of any JSON, numbers exact (the converters check the values)."""
     name: Any = Literal  # (Literal of a runtime value)
     source = msgspec.defstruct(
         "Source",
         [("db", name[table[0]]), ("table", name[table[1]]), ("commit_ts", CommitTs)],
         gc=False,
     )
-    image = dict[str, Value]
+    image: Any = dict[str, Any] if exact else dict[str, Value]
     structs: dict[str, list[tuple[str, Any] | tuple[str, Any, Any]]] = {
         "INSERT": [("source", source), ("after", image), ("before", None, None)],
-        "UPDATE": [("source", source), ("before", image), ("after", image)],
+        "UPDATE": [("source", source), ("after", image), ("before", image | None, None)],
         "DELETE": [("source", source), ("before", image), ("after", None, None)],
     }
     tags = {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}
@@ -316,11 +321,12 @@ def _payload_reader(table: tuple[str, str]) -> tuple[Any, dict[type, str]]:
         op: msgspec.defstruct(op.title(), fields, tag_field="op", tag=tags[op], gc=False)
         for op, fields in structs.items()
     }
-    reader = msgspec.json.Decoder(types["INSERT"] | types["UPDATE"] | types["DELETE"])
+    union = types["INSERT"] | types["UPDATE"] | types["DELETE"]
+    reader = msgspec.json.Decoder(union, float_hook=Decimal if exact else None)
     return reader.decode, {struct: op for op, struct in types.items()}
 
 
-def _images(plan: _Plan, rows: list[Row]) -> tuple[tuple[Any, Any], set[int]]:
+def _images(plan: Plan, rows: list[Row]) -> tuple[tuple[Any, Any], set[int]]:
     """The before and after columns of the rows, and the rows (by position) a value of which
     the shape's converters refuse (then no columns)."""
     try:
@@ -341,7 +347,7 @@ def _images(plan: _Plan, rows: list[Row]) -> tuple[tuple[Any, Any], set[int]]:
     return (None, None), bad
 
 
-def _values(plan: _Plan, images: Iterable[Image]) -> list[Any]:
+def _values(plan: Plan, images: Iterable[Image]) -> list[Any]:
     texts = plan.texts
     return [
         None if v is None else texts[name](v)
@@ -351,7 +357,7 @@ def _values(plan: _Plan, images: Iterable[Image]) -> list[Any]:
     ]
 
 
-def _image_column(plan: _Plan, images: list[Image]) -> Any:
+def _image_column(plan: Plan, images: list[Image]) -> Any:
     """A before/after column: each image's column names with its values' changelog texts,
     converted column by column when every image has the shape's columns in order (TiCDC
     writes them so), else value by value."""
@@ -392,5 +398,6 @@ def _column_texts(kind: type | None, convert: Any, values: list[Any]) -> Any:
     if kind is not None and set(map(type, values)) <= {kind, _NULL}:
         if kind is str:
             return pa.array(values, pa.string())
-        return pa.array(values, pa.int64()).cast(pa.string())
+        with contextlib.suppress(OverflowError):  # (past int64: read exactly, see .typed)
+            return pa.array(values, pa.int64()).cast(pa.string())
     return pa.array([None if v is None else convert(v) for v in values], pa.string())

@@ -29,6 +29,7 @@ from ticdc_spark.codec.debezium.dialect import (
     base64_bytes,
     bits_from_bytes,
     days_to_date,
+    exact_decimal,
     micros_to_datetime,
     micros_to_time,
     zoned_timestamp,
@@ -36,7 +37,7 @@ from ticdc_spark.codec.debezium.dialect import (
 from ticdc_spark.model import Column
 from ticdc_spark.types import ColumnType, Family, parse_column_type
 
-__all__ = ["field_schema", "read_field"]
+__all__ = ["field_schema", "read_field", "sign_unknown"]
 
 _DBZ = "io.debezium."
 _CONNECT = "org.apache.kafka.connect.data."
@@ -59,47 +60,69 @@ def _named(connect: str, name: str, parameters: dict[str, str] | None = None) ->
     return spec
 
 
+# The Connect integer type TiCDC gives each integer type: (signed, unsigned); BIGINT int64.
+_INTEGERS = {
+    "tinyint": ("int16", "int16"),
+    "smallint": ("int16", "int32"),
+    "mediumint": ("int32", "int32"),
+    "int": ("int32", "int64"),
+}
+
+
+def _integer(ctype: ColumnType) -> dict[str, Any]:
+    signed, unsigned = _INTEGERS.get(ctype.name, ("int64", "int64"))
+    return {"type": unsigned if ctype.unsigned else signed}
+
+
+def _bit(ctype: ColumnType) -> dict[str, Any]:
+    length = ctype.length or 1
+    if length == 1:
+        return {"type": "boolean"}
+    return _named("bytes", _DBZ + "data.Bits", {"length": str(length)})
+
+
+def _enum(ctype: ColumnType) -> dict[str, Any]:
+    allowed = ",".join(_escape_element(e) for e in ctype.elements)
+    return _named("string", _DBZ + "data.Enum", {"allowed": allowed})
+
+
+def _set(ctype: ColumnType) -> dict[str, Any]:  # (TiCDC does not escape SET members)
+    return _named("string", _DBZ + "data.EnumSet", {"allowed": ",".join(ctype.elements)})
+
+
+def _datetime(ctype: ColumnType) -> dict[str, Any]:
+    if ctype.name == "timestamp":
+        return _named("string", _DBZ + "time.ZonedTimestamp")
+    millis = ctype.decimal is None or ctype.decimal <= 3
+    return _named("int64", _DBZ + ("time.Timestamp" if millis else "time.MicroTimestamp"))
+
+
+def _float(ctype: ColumnType) -> dict[str, Any]:
+    return {"type": "float" if ctype.decimal is None else "double"}
+
+
+# Per family, the Connect type and semantic name TiCDC writes (without optional/field); any
+# other family (CHAR/TEXT, binary as base64, what TiCDC does not know) is a string.
+_CONNECT_TYPES: dict[Family, Callable[[ColumnType], dict[str, Any]]] = {
+    Family.INTEGER: _integer,
+    Family.BIT: _bit,
+    Family.ENUM: _enum,
+    Family.SET: _set,
+    Family.DATE: lambda _: _named("int32", _DBZ + "time.Date"),
+    Family.DATETIME: _datetime,
+    Family.TIME: lambda _: _named("int64", _DBZ + "time.MicroTime"),
+    Family.JSON: lambda _: _named("string", _DBZ + "data.Json"),
+    Family.YEAR: lambda _: _named("int32", _DBZ + "time.Year"),
+    Family.FLOAT: _float,
+    Family.DOUBLE: lambda _: {"type": "double"},
+    Family.DECIMAL: lambda _: {"type": "double"},
+}
+
+
 def _connect_type(ctype: ColumnType) -> dict[str, Any]:
     """The Connect type and semantic name TiCDC gives a column (without optional/field)."""
-    family, name = ctype.family, ctype.name
-    if family is Family.INTEGER:
-        if name == "tinyint":
-            return {"type": "int16"}
-        if name == "smallint":
-            return {"type": "int32" if ctype.unsigned else "int16"}
-        if name == "mediumint":
-            return {"type": "int32"}
-        if name == "int":
-            return {"type": "int64" if ctype.unsigned else "int32"}
-        return {"type": "int64"}
-    if family is Family.BIT:
-        length = ctype.length or 1
-        if length == 1:
-            return {"type": "boolean"}
-        return _named("bytes", _DBZ + "data.Bits", {"length": str(length)})
-    if family is Family.ENUM:
-        allowed = ",".join(_escape_element(e) for e in ctype.elements)
-        return _named("string", _DBZ + "data.Enum", {"allowed": allowed})
-    if family is Family.SET:  # (TiCDC does not escape SET members)
-        return _named("string", _DBZ + "data.EnumSet", {"allowed": ",".join(ctype.elements)})
-    if family is Family.DATE:
-        return _named("int32", _DBZ + "time.Date")
-    if family is Family.DATETIME:
-        if name == "timestamp":
-            return _named("string", _DBZ + "time.ZonedTimestamp")
-        millis = ctype.decimal is None or ctype.decimal <= 3
-        return _named("int64", _DBZ + ("time.Timestamp" if millis else "time.MicroTimestamp"))
-    if family is Family.TIME:
-        return _named("int64", _DBZ + "time.MicroTime")
-    if family is Family.JSON:
-        return _named("string", _DBZ + "data.Json")
-    if family is Family.YEAR:
-        return _named("int32", _DBZ + "time.Year")
-    if family is Family.FLOAT:
-        return {"type": "float" if ctype.decimal is None else "double"}
-    if family in (Family.DOUBLE, Family.DECIMAL):
-        return {"type": "double"}
-    return {"type": "string"}  # CHAR/TEXT, binary (base64), and what TiCDC does not know
+    build = _CONNECT_TYPES.get(ctype.family)
+    return {"type": "string"} if build is None else build(ctype)
 
 
 def tidb_type(ctype: ColumnType) -> str:
@@ -171,8 +194,11 @@ def _scaled(scale: int) -> Converter:
         if isinstance(value, str):  # base64 of the unscaled big-endian two's complement
             unscaled = int.from_bytes(base64_bytes(value), "big", signed=True)
             return Decimal(f"{unscaled}E-{scale}")  # (exact: scaleb rounds to 28 digits)
-        if type(value) in (int, float):  # Kafka's JsonConverter decimal.format=NUMERIC
-            return Decimal(repr(value)) if type(value) is float else Decimal(value)
+        kind = type(value)  # (a number: Kafka's JsonConverter decimal.format=NUMERIC)
+        if kind is Decimal or kind is int:  # (read exactly from its text: .typed)
+            return exact_decimal(Decimal(value))
+        if kind is float:
+            return Decimal(repr(value))
         raise ValueError(f"expected a Connect Decimal, got {value!r}")
 
     return read
@@ -313,6 +339,20 @@ def _refined(
             decimal=scale if scale is not None else ctype.decimal,
         )
     return ctype
+
+
+def sign_unknown(field: Any) -> bool:
+    """Whether a field is a bare Connect ``int64``, which a BIGINT and a BIGINT UNSIGNED both
+    are without ``tidb_type`` or the source type (TiCDC without ``enable-tidb-extension``;
+    Debezium's ``bigint.unsigned.handling.mode=long``): one past 2^63-1 is sent negative."""
+    parameters = field.get("parameters") if isinstance(field, dict) else None
+    return (
+        isinstance(field, dict)
+        and field.get("type") == "int64"
+        and not field.get("name")
+        and not isinstance(field.get("tidb_type"), str)
+        and not (isinstance(parameters, dict) and _SOURCE_TYPE in parameters)
+    )
 
 
 def read_field(field: Any) -> tuple[Column, Converter]:

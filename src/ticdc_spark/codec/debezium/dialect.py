@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import binascii
 import datetime as dt
+import math
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -49,6 +50,7 @@ __all__ = [
     "bits_from_bytes",
     "carried",
     "days_to_date",
+    "exact_decimal",
     "micros_to_datetime",
     "micros_to_time",
 ]
@@ -244,9 +246,15 @@ def _integer_reader(ctype: ColumnType) -> Converter:
 
 
 def _number(value: Any) -> float:
-    if type(value) not in (int, float):
-        raise ValueError(f"expected a number, got {value!r}")
-    return float(value)
+    kind = type(value)
+    if kind is float or kind is int:
+        return float(value)
+    if kind is Decimal:  # (a table with DECIMAL columns has its numbers read exactly)
+        number = float(value)
+        if not math.isfinite(number):  # (as orjson refuses 1e999)
+            raise ValueError(f"{value} is past a double's range")
+        return number
+    raise ValueError(f"expected a number, got {value!r}")
 
 
 def _float_reader(value: Any) -> float:
@@ -254,10 +262,24 @@ def _float_reader(value: Any) -> float:
 
 
 def _decimal_reader(value: Any) -> Decimal:
-    """TiCDC writes a double; decimal.handling.mode=string a string."""
+    """TiCDC writes a double; decimal.handling.mode=string a string; any other producer's
+    number more digits than a double holds (read exactly: :mod:`.typed`)."""
     if isinstance(value, str):
-        return Decimal(value)
+        return exact_decimal(Decimal(value))
+    if type(value) is Decimal or type(value) is int:
+        return exact_decimal(Decimal(value))
     return Decimal(repr(_number(value)))
+
+
+def exact_decimal(value: Decimal) -> Decimal:
+    """A DECIMAL read exactly from its JSON text, checked to be one (finite, at most 65
+    integer digits: MySQL's widest DECIMAL)."""
+    if not value.is_finite() or value.adjusted() >= _DECIMAL_DIGITS:
+        raise ValueError(f"{value} is not a DECIMAL (at most {_DECIMAL_DIGITS} digits)")
+    return value
+
+
+_DECIMAL_DIGITS = 65
 
 
 def _text(value: Any) -> str:

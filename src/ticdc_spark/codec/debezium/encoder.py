@@ -11,6 +11,7 @@ every topic.  ``ts_ms`` is the build time, so two encodings of one event differ 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -389,7 +390,7 @@ class DebeziumEncoder:
 
     def _row_bytes(self, row: RowChange) -> tuple[bytes, bytes]:
         plan = self._plan(row.schema)
-        before, after = row_images(row)
+        before, after = _images(row)
         schema = row.schema
         payload: dict[str, Any] = {
             "source": self._source(schema.database, schema.table, row.commit_ts),
@@ -402,7 +403,7 @@ class DebeziumEncoder:
         elif row.kind is RowKind.DELETE:
             payload["after"], payload["before"] = None, plan.image(before)
         else:
-            if self.options.debezium_output_old_value:
+            if self.options.debezium_output_old_value and before is not None:
                 payload["before"] = plan.image(before)
             payload["after"] = plan.image(after)
         key_image = plan.key(before if row.kind is RowKind.DELETE else after)  # type: ignore[arg-type]
@@ -453,3 +454,12 @@ class DebeziumEncoder:
 
 def _no_small(location: str | None) -> tuple[bytes | None, bytes, int]:  # pragma: no cover
     raise AssertionError("debezium options allow large-message-handle-option=none only")
+
+
+def _images(row: RowChange) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The row's (before, after), checked; an UPDATE may lack its before image (one decoded
+    from a Debezium stream with the old value off): it is sent without one, as TiCDC sends
+    every UPDATE with ``debezium-output-old-value=false``."""
+    if row.kind is RowKind.UPDATE and row.before is None:
+        return None, row_images(dataclasses.replace(row, kind=RowKind.INSERT))[1]
+    return row_images(row)

@@ -31,7 +31,7 @@ from ticdc_spark.types import INT_BITS, ColumnType, Family, int64_cast
 
 __all__ = ["SCHEMA", "VARINTS", "VARINT_PAIRS", "dml_head", "dml_members", "dml_options"]
 __all__ += ["dml_type", "long_bytes", "plan_column", "read_message", "row_map_bytes", "varint"]
-__all__ += ["write_message"]
+__all__ += ["KINDS", "message_kind", "write_message"]
 
 SCHEMA: Any = fastavro.parse_schema(
     orjson.loads(resources.files(__package__).joinpath("message.avsc").read_bytes())
@@ -263,28 +263,77 @@ def write_message(kind: str, payload: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-# Errors fastavro raises on bytes that are not a message of the schema.
+# Errors fastavro raises on bytes that are not a message of the schema, and what each says
+# about the bytes (fastavro's own texts name Python internals: "list index out of range").
 _READ_ERRORS: tuple[type[BaseException], ...] = (EOFError, ValueError, IndexError, KeyError)
 _READ_ERRORS += (TypeError, UnicodeDecodeError, OverflowError, struct.error, MemoryError)
+_PROBLEMS: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], str], ...] = (
+    (UnicodeDecodeError, "holds a string that is not UTF-8"),  # (a ValueError: first)
+    (IndexError, "holds a union branch or enum symbol out of the schema's range"),
+    ((ValueError, OverflowError, MemoryError), "holds a length or number out of range"),
+)
+KINDS = ("WATERMARK", "BOOTSTRAP", "DDL", "DML")  # (MessageType's symbols, payload's branches)
 
 
 def read_message(data: bytes) -> dict[str, Any]:
     """A message read back into the JSON encoding's layout (table schemas keep their Avro
-    form, which :func:`~.wire.schema_from_wire` reads too; DML values stay Avro values)."""
+    form, which :func:`~.wire.schema_from_wire` reads too; DML values stay Avro values).
+    Bytes that are not one say how, in :func:`message_kind`'s and :func:`_unreadable`'s
+    words (tests/test_simple_avro_reasons.py fuzzes them)."""
+    kind = message_kind(data)
     stream = io.BytesIO(data)
     try:
         record = fastavro.schemaless_reader(stream, SCHEMA, None)
-    except EOFError:  # (fastavro's text names the stream object: not for an error message)
-        raise DecodeError(f"not a Simple Avro message: it ends early ({len(data)} bytes)") from None
     except _READ_ERRORS as exc:
-        raise DecodeError(f"not a Simple Avro message: {type(exc).__name__}: {exc}") from None
+        raise DecodeError(_unreadable(kind, exc, stream.tell(), len(data))) from None
     if not isinstance(record, dict) or "payload" not in record:
         raise DecodeError("not a Simple Avro Message record")
     if stream.tell() != len(data):
-        raise DecodeError(f"{len(data) - stream.tell()} bytes after the Avro message")
-    kind, payload = record["type"], record["payload"]
+        extra = len(data) - stream.tell()
+        raise DecodeError(f"the Simple Avro {kind} message has {extra} bytes after its end")
+    payload = record["payload"]
     if kind in ("WATERMARK", "BOOTSTRAP"):
         payload["type"] = kind
     if kind == "BOOTSTRAP":
         payload["commitTs"] = 0
     return payload  # type: ignore[no-any-return]
+
+
+def message_kind(data: bytes) -> str:
+    """The type a message's first three bytes name (the ``Message`` branch of the schema's
+    union, its ``type`` symbol, its ``payload`` branch: each one byte), checked to agree."""
+    if data[:1] != b"\x16":
+        head = f"0x{data[0]:02x}" if data else "nothing"
+        raise DecodeError(
+            f"not a Simple Avro message: it starts with {head}, where TiCDC's start with 0x16 "
+            "(the Message record of its schema)"
+        )
+    if len(data) < 3:
+        raise DecodeError(f"not a Simple Avro message: it ends early ({len(data)} bytes)")
+    symbol, branch = data[1], data[2]  # (zigzag varints: index i is the byte 2i)
+    if symbol % 2 or symbol // 2 >= len(KINDS):
+        raise DecodeError(
+            f"not a Simple Avro message: its type (byte 0x{symbol:02x}) is none of "
+            + ", ".join(KINDS)
+        )
+    kind = KINDS[symbol // 2]
+    if branch != symbol:
+        raise DecodeError(
+            f"the Simple Avro {kind} message holds another record (payload branch "
+            f"0x{branch:02x}, where a {kind} record is 0x{symbol:02x})"
+        )
+    return kind
+
+
+def _unreadable(kind: str, exc: BaseException, at: int, size: int) -> str:
+    """What is wrong with a message of ``kind`` fastavro could not read (raising ``exc``
+    after reading ``at`` of its ``size`` bytes)."""
+    if isinstance(exc, (EOFError, struct.error)) or (
+        at >= size and not isinstance(exc, UnicodeDecodeError)
+    ):
+        return f"the Simple Avro {kind} message ends early ({size} bytes)"
+    problem = next(
+        (text for types, text in _PROBLEMS if isinstance(exc, types)),
+        "does not fit TiCDC's Simple Avro schema",
+    )
+    return f"the Simple Avro {kind} message {problem} (read up to byte {at} of {size})"

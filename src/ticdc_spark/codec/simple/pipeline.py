@@ -5,14 +5,14 @@ BOOTSTRAP or DDL message, possibly on another partition or in an earlier micro-b
 possibly in another Spark task.  The tasks keep nothing between micro-batches, so:
 
 * :class:`StageDecoder` (the decode stage) decodes every row whose schema it has met in its
-  own task, and leaves the others in the changelog as *wire rows* (the message itself, see
-  :meth:`~ticdc_spark.changelog.ChangelogBuilder.add_wire_row`); BOOTSTRAP and DDL rows keep
-  their message, so that the consumer learns the schemas they bring;
+  own task, and leaves the others in the changelog as *wire rows* (the message itself,
+  see :meth:`~ticdc_spark.pipeline.changelog.ChangelogBuilder.add_wire_row`); BOOTSTRAP and
+  DDL rows keep their message, so that the consumer learns the schemas they bring;
 * :class:`RowFinisher` (the consumer, on the driver) learns those schemas into the
   checkpointed consumer state (``ConsumerState.versions``, each schema in this codec's own
   wire form) and finishes the wire rows whose schema is known there; the others stay held
   in the state, bounded by ``max-held-rows`` / ``max-held-bytes`` (see
-  :class:`~ticdc_spark.consume.Planner`).
+  :class:`~ticdc_spark.pipeline.planner.Planner`).
 """
 
 from __future__ import annotations
