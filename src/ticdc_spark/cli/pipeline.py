@@ -105,6 +105,28 @@ def _resource_arguments(parser: argparse.ArgumentParser) -> None:
         "--spark-conf",
         help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
     )
+    _engine_arguments(parser)
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "embedded"),
+        default="spark",
+        help="what applies the changes: spark (Spark SQL MERGE in the executors: Delta with "
+        "deletion vectors, Iceberg merge-on-read; schema changes as metadata; Delta's and "
+        "Iceberg's Spark jars are fetched from Maven Central on first use and cached) or "
+        "embedded (delta-rs / pyiceberg on the driver, copy-on-write; no JVM jars). "
+        "Default: spark",
+    )
+    parser.add_argument(
+        "--apply-threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tables of a micro-batch applied at once (default: 8 with the spark engine, up "
+        "to 4 with embedded Delta, 1 with embedded Iceberg)",
+    )
 
 
 def _run_replicate(args: argparse.Namespace) -> int:
@@ -114,6 +136,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
     lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
     stop it any time, run it again, it resumes exactly.
     """
+    from ticdc_spark.spark.jars import engine_features
     from ticdc_spark.spark.pipeline import PipelineConfig, check_mode, default_mode, run
     from ticdc_spark.spark.session import local_session
 
@@ -133,10 +156,12 @@ def _run_replicate(args: argparse.Namespace) -> int:
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
+    config.engine, config.apply_threads = args.engine, args.apply_threads
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
     check_mode(config.protocol, config.mode)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
-    spark = local_session("ticdc-spark replicate", settings=settings)
+    features = engine_features(config.target, config.engine)
+    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
     spark.sparkContext.setLogLevel("ERROR")
     totals = _Totals()
     run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
@@ -173,6 +198,14 @@ def add_verify(commands: Any) -> None:
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
     parser.add_argument("--expected", required=True, metavar="DIR")
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "embedded"),
+        default="spark",
+        help="read the tables as this engine wrote them: spark (Spark SQL; the only reader "
+        "of Delta tables with deletion vectors among the two) or embedded (delta-rs / "
+        "pyiceberg, no JVM). Default: spark",
+    )
 
 
 def _run_verify(args: argparse.Namespace) -> int:
@@ -181,10 +214,9 @@ def _run_verify(args: argparse.Namespace) -> int:
     Compare every table of an expected state (written by produce) with the live rows of the
     target tables; exit 1 if any differs.
     """
-    from ticdc_spark.sinks import make_sink
-    from ticdc_spark.testing.verify import verify_sink
+    from ticdc_spark.testing.verify import target_sink, verify_sink
 
-    reports = verify_sink(make_sink(args.target), args.expected)
+    reports = verify_sink(target_sink(args.target, args.engine), args.expected)
     for report in reports:
         print(report.summary())
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE

@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
+from typing import Any
 
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.io.kafka import redact
+from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks.base import TableSink
 
-__all__ = ["SINKS", "SinkEntry", "make_sink"]
+__all__ = ["SINKS", "SPARK_SINKS", "SinkEntry", "make_sink", "target_scheme"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,44 @@ SINKS: dict[str, SinkEntry] = {
 }
 
 
-def make_sink(target: str, app_id: str = "ticdc-spark") -> TableSink:
+# The Spark engine's sinks (Spark SQL in the executors: sinks/spark/), by the same schemes.
+SPARK_SINKS: dict[str, SinkEntry] = {
+    "delta": SinkEntry(
+        "delta:PATH", "ticdc_spark.sinks.spark.delta:SparkDeltaSink", "pyspark", SPARK_EXTRA
+    ),
+    "iceberg": SinkEntry(
+        "iceberg:CATALOG_URI#WAREHOUSE",
+        "ticdc_spark.sinks.spark.iceberg:SparkIcebergSink",
+        "pyspark",
+        SPARK_EXTRA,
+    ),
+}
+
+
+def make_sink(
+    target: str,
+    app_id: str = "ticdc-spark",
+    engine: str = Engine.EMBEDDED,
+    spark: Any = None,
+) -> TableSink:
     """The sink of a target spec: ``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE``.
-    ``app_id`` is the pipeline's id, under which a sink records the steps it applied."""
+    ``app_id`` is the pipeline's id, under which a sink records the steps it applied; the
+    Spark engine's sinks apply through ``spark`` (a SparkSession with the format's jars:
+    :func:`ticdc_spark.spark.jars.spark_settings`)."""
+    scheme, location = target_scheme(target)
+    if Engine.parse(engine) == Engine.EMBEDDED:
+        return SINKS[scheme].load().from_target(location, app_id)
+    if spark is None:
+        raise ConfigError("the spark engine's sinks need a SparkSession")
+    sink: TableSink = SPARK_SINKS[scheme].load().from_spark(spark, location, app_id)  # type: ignore[attr-defined]
+    return sink
+
+
+def target_scheme(target: str) -> tuple[str, str]:
+    """A target's scheme (``delta`` or ``iceberg``) and location, or a ConfigError saying
+    what a target looks like."""
     scheme, sep, location = target.partition(":")
-    entry = SINKS.get(scheme.lower())
-    if entry is None or not sep or not location:
+    if scheme.lower() not in SINKS or not sep or not location:
         valid = " or ".join(e.target for e in SINKS.values())
         raise ConfigError(f"unknown target {redact(target)!r}: use {valid}")
-    return entry.load().from_target(location, app_id)
+    return scheme.lower(), location

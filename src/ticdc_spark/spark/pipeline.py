@@ -16,6 +16,7 @@ repaired at the next start from the log.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -40,9 +41,10 @@ from ticdc_spark.pipeline.checkpoint import (
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, watch_commits
 from ticdc_spark.pipeline.ordering import MAX_HELD_ROWS
-from ticdc_spark.pipeline.policy import Mode, OnError
+from ticdc_spark.pipeline.policy import Engine, Mode, OnError
 from ticdc_spark.sinks import make_sink
 from ticdc_spark.spark.decode import decode
+from ticdc_spark.spark.jars import check_session, engine_features
 from ticdc_spark.spark.overlap import Background, RunningPipeline
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 
@@ -76,6 +78,8 @@ class PipelineConfig:
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
     max_held_rows: int = MAX_HELD_ROWS  # rows held back for a later batch, at most
+    engine: str = Engine.SPARK  # a policy.Engine: what applies the steps to the tables
+    apply_threads: int = 0  # tables applied at once (0: the engine's default)
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -103,7 +107,8 @@ def start(
     spark_checkpoint = Path(config.checkpoint) / "spark"
     repair_spark_checkpoint(spark_checkpoint)  # what a kill before the first batch leaves
     check_checkpoint(config.checkpoint)
-    applier = _applier(config, capabilities, on_error)
+    check_session(spark, engine_features(config.target, config.engine))
+    applier = _applier(spark, config, capabilities, on_error)
     changelog = decode(
         source_df, config.protocol, config.options, on_error=on_error, table_filter=table_filter
     )
@@ -125,10 +130,12 @@ def start(
     return RunningPipeline(_triggered(writer, config.trigger).start(), background)
 
 
-def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnError) -> Applier:
+def _applier(
+    spark: Any, config: PipelineConfig, capabilities: Capabilities, on_error: OnError
+) -> Applier:
     """The applier of a pipeline: its checkpoint's state store, its target's sink."""
     store = StateStore(config.checkpoint)
-    sink = make_sink(config.target, app_id=store.pipeline_id())
+    sink = make_sink(config.target, store.pipeline_id(), config.engine, spark)
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
     return Applier(
@@ -141,7 +148,18 @@ def _applier(config: PipelineConfig, capabilities: Capabilities, on_error: OnErr
         track_commits=config.track_commits,
         capabilities=capabilities,
         max_held_rows=config.max_held_rows,
+        threads=config.apply_threads or default_threads(config.engine, config.target),
     )
+
+
+def default_threads(engine: str, target: str) -> int:
+    """How many tables a micro-batch applies at once by default: the Spark engine's merges
+    are Spark jobs, mostly waiting on the executors and on commits, so several overlap well
+    (8); delta-rs merges use the driver's cores; pyiceberg's SQL catalog is committed to by
+    one thread (a SQLite file)."""
+    if Engine.parse(engine) == Engine.SPARK:
+        return 8
+    return 1 if target.lower().startswith("iceberg:") else min(4, os.cpu_count() or 1)
 
 
 class _BatchHandler:

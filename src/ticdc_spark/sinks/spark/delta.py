@@ -62,6 +62,15 @@ class SparkDeltaSink(SparkTableSink):
         self.files = DeltaSink(root, app_id=app_id)
         self.root = self.files.root
 
+    @classmethod
+    def from_target(cls, location: str, app_id: str) -> SparkDeltaSink:
+        raise NotImplementedError("the Spark engine's sinks are made by from_spark")
+
+    @classmethod
+    def from_spark(cls, spark: Any, location: str, app_id: str) -> SparkDeltaSink:
+        """``delta:PATH`` applied through ``spark``."""
+        return cls(spark, location, app_id=app_id)
+
     def target(self, key: TableKey) -> str:
         return f"delta.{quote(str(self.files.path(key)))}"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.sinks.base import TableKey
-from ticdc_spark.sinks.iceberg import VERSION_PROPERTY
+from ticdc_spark.sinks.iceberg import VERSION_PROPERTY, parse_iceberg_target
 from ticdc_spark.sinks.spark.base import SparkTableSink
 from ticdc_spark.sinks.spark.sql import quote
 
@@ -97,6 +97,15 @@ class SparkIcebergSink(SparkTableSink):
     def __init__(self, spark: Any, catalog_uri: str, warehouse: str, app_id: str) -> None:
         super().__init__(spark, app_id)
         self.settings = catalog_settings(catalog_uri, warehouse)
+
+    @classmethod
+    def from_target(cls, location: str, app_id: str) -> SparkIcebergSink:
+        raise NotImplementedError("the Spark engine's sinks are made by from_spark")
+
+    @classmethod
+    def from_spark(cls, spark: Any, location: str, app_id: str) -> SparkIcebergSink:
+        """``iceberg:CATALOG_URI#WAREHOUSE`` applied through ``spark``."""
+        return cls(spark, *parse_iceberg_target(location), app_id=app_id)
 
     def configure(self, session: Any) -> None:
         for key, value in self.settings.items():
