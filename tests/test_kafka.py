@@ -1,4 +1,4 @@
-"""Kafka: client configuration, and our Spark source against a real broker (Tansu)."""
+"""Kafka: client configuration, and our Spark source against Apache Kafka."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from kafka_broker import ONE_RECORD_PER_REQUEST
 from ticdc_spark.codec import Message
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
 from ticdc_spark.io.kafka import KafkaProducerSink, client_config, parse_kafka_uri, redact
@@ -84,7 +83,7 @@ def test_kafka_uri() -> None:
 
 def _topic(kafka_broker: str, partitions: int, records: int) -> str:
     name = f"t-{uuid.uuid4().hex[:8]}"
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.create_topics([name], partitions)
     sink.write(
         [
@@ -98,9 +97,7 @@ def _topic(kafka_broker: str, partitions: int, records: int) -> str:
 
 @pytest.mark.kafka
 def test_producer_delivery_errors_are_raised(kafka_broker: str) -> None:
-    sink = KafkaProducerSink(
-        kafka_broker, config={**ONE_RECORD_PER_REQUEST, "message.max.bytes": 1000}
-    )
+    sink = KafkaProducerSink(kafka_broker, config={"message.max.bytes": 1000})
     with pytest.raises(TiCDCSparkError):
         sink.write([Message(None, b"x" * 5000, topic="nope", partition=0)])
         sink.close(10)
@@ -157,6 +154,7 @@ def test_stream_reads_every_record_once_across_restarts(
     spark, kafka_broker: str, tmp_path: Path
 ) -> None:
     from ticdc_spark.spark.kafka.source import register
+    from ticdc_spark.spark.trigger import start_query
 
     register(spark)
     topic = _topic(kafka_broker, 3, 60)
@@ -170,6 +168,7 @@ def test_stream_reads_every_record_once_across_restarts(
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("maxOffsetsPerTrigger", 25)
+            .option("availableNow", "true")
             .load()
         )
 
@@ -178,17 +177,13 @@ def test_stream_reads_every_record_once_across_restarts(
             seen.extend((r.partition, r.offset) for r in rows)
             batches.append(len(rows))
 
-        (
-            frame.writeStream.foreachBatch(collect)
-            .option("checkpointLocation", str(tmp_path / "ckpt"))
-            .trigger(availableNow=True)
-            .start()
-            .awaitTermination()
-        )
+        writer = frame.writeStream.foreachBatch(collect)
+        writer = writer.option("checkpointLocation", str(tmp_path / "ckpt"))
+        assert start_query(writer, "once").awaitTermination(300)
 
     run()
     assert len(batches) >= 3 and max(batches) <= 25
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.write([Message(None, b"late", topic=topic, partition=2)])
     sink.close()
     run()  # restarted from the checkpoint: only the new record

@@ -1,8 +1,5 @@
-"""The ticdc-kafka source against real brokers: Spark's semantics where data could be lost.
-
-Tansu (tests/kafka_broker.py) for the ordinary cases; librdkafka's built-in mock cluster for
-what Tansu cannot show (it never deletes records).
-"""
+"""The ticdc-kafka source against Apache Kafka (tests/kafka_broker.py): Spark's semantics
+where data could be lost."""
 
 from __future__ import annotations
 
@@ -11,7 +8,7 @@ import uuid
 
 import pytest
 
-from kafka_broker import ONE_RECORD_PER_REQUEST
+from stream_calls import resumed_at
 from ticdc_spark.codec import Message
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.io.kafka import KafkaProducerSink
@@ -19,7 +16,7 @@ from ticdc_spark.io.kafka import KafkaProducerSink
 
 def _topic(bootstrap: str, partitions: int, records: int, config: dict | None = None) -> str:
     name = f"s-{uuid.uuid4().hex[:8]}"
-    sink = KafkaProducerSink(bootstrap, config={**ONE_RECORD_PER_REQUEST, **(config or {})})
+    sink = KafkaProducerSink(bootstrap, config=config)
     sink.create_topics([name], partitions)
     if records:
         sink.write(
@@ -64,7 +61,7 @@ def test_a_batch_read_with_nothing_to_read_is_empty(spark, kafka_broker: str) ->
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> None:
-    sink = KafkaProducerSink(bootstrap, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(bootstrap)
     sink.write([Message(None, v, topic=topic, partition=partition) for v in values])
     sink.close()
 
@@ -103,6 +100,7 @@ def test_a_failed_batch_0_rerun_reads_its_records(spark, kafka_broker: str, tmp_
     import time
 
     from ticdc_spark.spark.sources import read_source
+    from ticdc_spark.spark.trigger import once_options, start_query
 
     topic = _topic(kafka_broker, 1, 2)
     checkpoint = tmp_path / "ckpt"
@@ -116,16 +114,13 @@ def test_a_failed_batch_0_rerun_reads_its_records(spark, kafka_broker: str, tmp_
     def collect(df, batch_id):  # type: ignore[no-untyped-def]
         seen.extend(r.value for r in df.select("value").collect())
 
-    def query(handler, **trigger):  # type: ignore[no-untyped-def]
-        frame = read_source(spark, source, {"startingOffsets": "latest"}, str(checkpoint))
-        return (
-            frame.writeStream.foreachBatch(handler)
-            .option("checkpointLocation", str(checkpoint / "spark"))
-            .trigger(**trigger)
-            .start()
-        )
+    def query(handler, trigger: str):  # type: ignore[no-untyped-def]
+        options = once_options({"startingOffsets": "latest"}, trigger)
+        frame = read_source(spark, source, options, str(checkpoint))
+        writer = frame.writeStream.foreachBatch(handler)
+        return start_query(writer.option("checkpointLocation", str(checkpoint / "spark")), trigger)
 
-    running = query(fail, processingTime="200 milliseconds")
+    running = query(fail, "0.2")
     deadline = time.monotonic() + 120
     while not (checkpoint / "kafka-initial-offsets.json").exists():
         assert time.monotonic() < deadline and running.isActive
@@ -134,7 +129,7 @@ def test_a_failed_batch_0_rerun_reads_its_records(spark, kafka_broker: str, tmp_
     with pytest.raises(Exception, match="batch 0 fails"):
         running.awaitTermination(120)
     _produce(kafka_broker, topic, [b"x5", b"x6"])
-    query(collect, availableNow=True).awaitTermination(120)
+    assert query(collect, "once").awaitTermination(120)
     assert seen == [b"x2", b"x3", b"x4", b"x5", b"x6"]
 
 
@@ -152,7 +147,7 @@ def _recreate(bootstrap: str, topic: str, partitions: int, records: int) -> None
         assert time.monotonic() < deadline, "the deleted topic is still listed"
         time.sleep(0.2)
     if partitions:
-        sink = KafkaProducerSink(bootstrap, config=ONE_RECORD_PER_REQUEST)
+        sink = KafkaProducerSink(bootstrap)
         sink.create_topics([topic], partitions)
         sink.write([Message(None, b"r%d" % i, topic=topic, partition=0) for i in range(records)])
         sink.close()
@@ -163,25 +158,22 @@ def test_offsets_going_backwards_are_data_loss(kafka_broker: str) -> None:
     """A topic deleted and re-created with fewer records: its end offset is below where the
     query is.  Spark reports that as data loss; it was skipped silently (the planner took the
     higher of the checkpoint and the broker's end)."""
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
-
     from ticdc_spark.errors import TiCDCSparkError
 
     topic = _topic(kafka_broker, 1, 5)
-    failing = _stream_reader(kafka_broker, subscribe=topic, startingOffsets="earliest")
-    lenient = _stream_reader(
-        kafka_broker, subscribe=topic, startingOffsets="earliest", failOnDataLoss="false"
-    )
-    start = failing.latestOffset(failing.initialOffset(), ReadAllAvailable())
+    start = _stream_reader(kafka_broker, subscribe=topic, startingOffsets="earliest").latestOffset()
     assert start == {topic: {"0": 5}}
     _recreate(kafka_broker, topic, 1, 2)
-    for limit in (ReadAllAvailable(), ReadMaxRows(10)):
-        end = failing.latestOffset(start, limit)
+    for bound in ({}, {"maxOffsetsPerTrigger": "10"}):
+        options = {"subscribe": topic, "startingOffsets": "earliest", **bound}
+        failing = _stream_reader(kafka_broker, **options)
+        end = resumed_at(failing, start)
         assert end == {topic: {"0": 2}}
         with pytest.raises(TiCDCSparkError, match=r"offset went back from 5 to 2.*failOnDataLoss"):
             failing.partitions(start, end)
         # failOnDataLoss=false: logged, and the query goes on from the new end (as Spark)
-        assert lenient.partitions(start, lenient.latestOffset(start, limit)) == []
+        lenient = _stream_reader(kafka_broker, **options, failOnDataLoss="false")
+        assert lenient.partitions(start, resumed_at(lenient, start)) == []
 
 
 @pytest.mark.kafka
@@ -189,8 +181,6 @@ def test_partitions_that_disappear_are_data_loss(kafka_broker: str) -> None:
     """A deleted topic was dropped from the offsets silently, and re-read from 0 when it
     came back.  Spark reports it as gone; a partition coming back is a new partition, read
     from its earliest offset."""
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
-
     from ticdc_spark.errors import TiCDCSparkError
 
     kept = _topic(kafka_broker, 1, 3)
@@ -198,41 +188,46 @@ def test_partitions_that_disappear_are_data_loss(kafka_broker: str) -> None:
     options = {"subscribe": f"{kept},{doomed}", "startingOffsets": "earliest"}
     failing = _stream_reader(kafka_broker, **options)
     lenient = _stream_reader(kafka_broker, **options, failOnDataLoss="false")
-    start = failing.latestOffset(failing.initialOffset(), ReadAllAvailable())
+    start = failing.latestOffset()
     assert start == {kept: {"0": 3}, doomed: {"0": 2, "1": 2}}
     _recreate(kafka_broker, doomed, 0, 0)
-    end = failing.latestOffset(start, ReadAllAvailable())
+    end = resumed_at(failing, start)
     assert end == {kept: {"0": 3}}
     with pytest.raises(TiCDCSparkError, match=rf"{doomed}-0, {doomed}-1 are gone"):
         failing.partitions(start, end)
     assert lenient.partitions(start, end) == []
     # it comes back: read from its earliest offset, a new partition as Spark reads one
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.create_topics([doomed], 1)
     sink.write([Message(None, b"back", topic=doomed, partition=0)])
     sink.close()
-    again = lenient.latestOffset(end, ReadAllAvailable())
+    again = resumed_at(lenient, end)
     ranges = [p.value[1:] for p in lenient.partitions(end, again)]
     assert ranges == [(doomed, 0, 0, 1)]
 
 
 @pytest.fixture(scope="module")
-def mock_cluster():  # type: ignore[no-untyped-def]
-    from kafka_broker import MockCluster
+def mock_cluster(kafka_cluster):  # type: ignore[no-untyped-def]
+    return kafka_cluster
 
-    return MockCluster()
+
+def delete_head(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    """Delete the records of a partition below offset ``before``, as retention deletes a
+    partition's oldest segments (Kafka's DeleteRecords: the log start offset moves)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_records([TopicPartition(topic, partition, before)]).values():
+        future.result(30)
 
 
 def _trimmed_topic(bootstrap: str) -> str:
-    """Partition 0 of a new topic on the mock cluster with offsets 2..11 left of 0..11: 500 kB
-    records, and the mock keeps 5 MB a partition (as retention deletes old segments)."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    """Partition 0 of a new topic with offsets 2..11 left of 0..11."""
+    from confluent_kafka import Consumer, TopicPartition
 
-    topic = f"m-{uuid.uuid4().hex[:8]}"
-    producer = Producer({"bootstrap.servers": bootstrap, **ONE_RECORD_PER_REQUEST})
-    for i in range(12):
-        producer.produce(topic, b"%d" % i + b"x" * 500_000, partition=0)
-        producer.flush(10)
+    topic = _topic(bootstrap, 1, 12)
+    delete_head(bootstrap, topic, 0, 2)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
     assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (2, 12)
     consumer.close()
@@ -289,8 +284,7 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
     """Offsets 0-2 a committed transaction, 3 its marker, 4-5 an aborted one, 6 its marker:
     a range ending on a marker never completed (the reader waited for an offset that is never
     delivered, timed out, and the restarted query planned the same range again).  Spark
-    finishes a range by the consumer's position.  (The mock cluster does not filter aborted
-    records under read_committed; a broker would, which only leaves fewer records.)"""
+    finishes a range by the consumer's position; read_committed leaves the aborted ones out."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     from ticdc_spark.spark.kafka.options import SourceConfig
@@ -328,9 +322,8 @@ def test_a_range_ending_on_a_transaction_marker_completes(mock_cluster, isolatio
     ]:
         offsets = _offsets(read_range(config, topic, 0, since, until))
         if isolation == "read_committed":
-            assert set(offsets) <= set(expected)
-        else:
-            assert offsets == expected
+            expected = [o for o in expected if o < 3]
+        assert offsets == expected
 
 
 @pytest.mark.kafka
@@ -338,8 +331,6 @@ def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> 
     """assign: a partition that is gone was asked for its offsets regardless (stale or
     failing answers); it is reported as gone like a subscribed one.  A batch read refuses
     assigned partitions that do not exist."""
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
-
     from ticdc_spark.errors import TiCDCSparkError
     from ticdc_spark.spark.kafka.source import KafkaDataSource
 
@@ -347,10 +338,10 @@ def test_assigned_partitions_that_disappear_are_data_loss(kafka_broker: str) -> 
     doomed = _topic(kafka_broker, 1, 2)
     assign = f'{{"{kept}": [0], "{doomed}": [0]}}'
     reader = _stream_reader(kafka_broker, assign=assign, startingOffsets="earliest")
-    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    start = reader.latestOffset()
     assert start == {kept: {"0": 1}, doomed: {"0": 2}}
     _recreate(kafka_broker, doomed, 0, 0)
-    end = reader.latestOffset(start, ReadAllAvailable())
+    end = resumed_at(reader, start)
     assert end == {kept: {"0": 1}}
     with pytest.raises(TiCDCSparkError, match=rf"{doomed}-0 are gone"):
         reader.partitions(start, end)
@@ -698,33 +689,30 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(kafka_broker: str
     """minOffsetsPerTrigger and maxTriggerDelay were ignored (then refused): a batch now
     waits for that many records, or until the delay has passed since the last batch, as
     Spark's KafkaMicroBatchStream.delayBatch; maxOffsetsPerTrigger still caps it and
-    Trigger.AvailableNow (ReadAllAvailable) reads everything."""
+    availableNow (``--trigger once``) reads everything."""
     import time
 
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
-
     topic = _topic(kafka_broker, 1, 3)
-    reader = _stream_reader(
-        kafka_broker,
-        subscribe=topic,
-        startingOffsets="earliest",
-        minOffsetsPerTrigger="5",
-        maxTriggerDelay="2s",
-    )
-    limit = reader.getDefaultReadLimit()
-    start = reader.initialOffset()
-    assert reader.latestOffset(start, limit) == {topic: {"0": 3}}  # the first batch goes
+    options = {
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "minOffsetsPerTrigger": "5",
+        "maxTriggerDelay": "2s",
+    }
+    reader = _stream_reader(kafka_broker, **options)
     start = {topic: {"0": 3}}
+    assert reader.latestOffset() == start  # the first batch goes
+    reader.partitions(reader.initialOffset(), start)
     _produce(kafka_broker, topic, [b"a", b"b"])
-    assert reader.latestOffset(start, limit) == start  # 2 < 5 waiting: no batch
-    assert reader.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 5}}
+    assert reader.latestOffset() == start  # 2 < 5 waiting: no batch
     _produce(kafka_broker, topic, [b"c", b"d", b"e"])
-    assert reader.latestOffset(start, limit) == {topic: {"0": 8}}  # 5 waiting
+    assert reader.latestOffset() == {topic: {"0": 8}}  # 5 waiting
     start = {topic: {"0": 8}}
+    assert resumed_at(reader, start) == start
     _produce(kafka_broker, topic, [b"f"])
-    assert reader.latestOffset(start, limit) == start
+    assert reader.latestOffset() == start
     time.sleep(2.1)
-    assert reader.latestOffset(start, limit) == {topic: {"0": 9}}  # the delay passed
+    assert reader.latestOffset() == {topic: {"0": 9}}  # the delay passed
     capped = _stream_reader(
         kafka_broker,
         subscribe=topic,
@@ -732,9 +720,9 @@ def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(kafka_broker: str
         minOffsetsPerTrigger="2",
         maxOffsetsPerTrigger="4",
     )
-    assert capped.latestOffset({topic: {"0": 0}}, capped.getDefaultReadLimit()) == {topic: {"0": 4}}
-    reader.prepareForTriggerAvailableNow()  # must finish: no waiting for more records
-    assert reader.latestOffset({topic: {"0": 8}}, limit) == {topic: {"0": 9}}
+    assert capped.latestOffset() == {topic: {"0": 4}}
+    now = _stream_reader(kafka_broker, **options, availableNow="true")
+    assert resumed_at(now, {topic: {"0": 8}}) == {topic: {"0": 9}}  # must finish: no waiting
     with pytest.raises(ConfigError, match=r"minOffsetPerTrigger\(5\) is higher"):
         _stream_reader(
             kafka_broker, subscribe=topic, minOffsetsPerTrigger="5", maxOffsetsPerTrigger="4"
@@ -751,10 +739,10 @@ def test_headers_column_only_with_include_headers(kafka_broker: str) -> None:
     topic = f"h-{uuid.uuid4().hex[:8]}"
     from confluent_kafka import Producer
 
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.create_topics([topic], 1)
     sink.close()
-    producer = Producer({"bootstrap.servers": kafka_broker, **ONE_RECORD_PER_REQUEST})
+    producer = Producer({"bootstrap.servers": kafka_broker})
     producer.produce(topic, b"v", b"k", partition=0, headers=[("h", b"1")])
     assert producer.flush(10) == 0
     for include, columns in (({}, 7), ({"includeHeaders": "true"}, 8)):

@@ -1,12 +1,5 @@
-"""The ticdc-kafka source's timestamp options, with Spark's semantics.
-
-Neither test broker answers a look-up by time as Kafka does: librdkafka's mock cluster answers
-every one "no record that recent" (offset -1: ``/* FIXME: by timestamp */`` in its ListOffsets
-handler), and Tansu answers offset 0 whatever the time.  So the broker-side tests run on the
-mock cluster and cover what a real broker answers for a time after a partition's last record
-(the paths where Spark fails, starts at the end or ends at the end); how found offsets become
-the plan is tested on the function that takes the broker's answers.
-"""
+"""The ticdc-kafka source's timestamp options, with Spark's semantics, against Apache Kafka
+(whose ListOffsets by timestamp the earlier test brokers did not implement)."""
 
 from __future__ import annotations
 
@@ -15,24 +8,25 @@ import uuid
 import pytest
 
 from ticdc_spark.errors import ConfigError, TiCDCSparkError
+from ticdc_spark.io.kafka import KafkaProducerSink
 from ticdc_spark.spark.kafka.offsets import offsets_at_times
 from ticdc_spark.spark.kafka.options import Timestamps
 from ticdc_spark.spark.kafka.source import KafkaDataSource
 
 
 @pytest.fixture(scope="module")
-def mock_cluster():  # type: ignore[no-untyped-def]
-    from kafka_broker import MockCluster
-
-    return MockCluster()
+def mock_cluster(kafka_cluster):  # type: ignore[no-untyped-def]
+    return kafka_cluster
 
 
 def _topic(bootstrap: str) -> str:
-    """A topic on the mock cluster (4 partitions), records 0..2 in partition 0 at times
-    1000, 2000, 3000 ms."""
+    """A topic of 4 partitions, records 0..2 in partition 0 at times 1000, 2000, 3000 ms."""
     from confluent_kafka import Producer
 
     topic = f"ts-{uuid.uuid4().hex[:8]}"
+    sink = KafkaProducerSink(bootstrap)
+    sink.create_topics([topic], 4)
+    sink.close()
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(3):
         producer.produce(topic, b"%d" % i, partition=0, timestamp=1000 * (i + 1))
@@ -91,6 +85,23 @@ def test_a_starting_time_no_record_reaches_fails_or_starts_at_the_end(mock_clust
 
 def _each(topic: str, millis: int) -> str:
     return "{" + f'"{topic}": {{' + ", ".join(f'"{p}": {millis}' for p in range(4)) + "}}"
+
+
+@pytest.mark.kafka
+def test_a_time_that_matches_a_record_starts_or_ends_there(mock_cluster) -> None:
+    """Each partition starts (ends) at its earliest offset whose time is at or after the
+    one asked: 1500 is offset 1 of partition 0; the empty partitions match nothing."""
+    bootstrap = mock_cluster.bootstrap
+    topic = _topic(bootstrap)
+    assert _ranges(
+        _source(
+            bootstrap, topic, startingTimestamp="1500", startingOffsetsByTimestampStrategy="latest"
+        )
+    ) == [(topic, 0, 1, 3)]
+    assert _ranges(_source(bootstrap, topic, endingTimestamp="2000")) == [(topic, 0, 0, 1)]
+    each = f'{{"{topic}": {{"0": 3000, "1": 1, "2": 1, "3": 1}}}}'
+    with pytest.raises(TiCDCSparkError, match=rf"{topic}-1 and timestamp 1 "):
+        _ranges(_source(bootstrap, topic, startingOffsetsByTimestamp=each))
 
 
 @pytest.mark.kafka

@@ -1,4 +1,4 @@
-"""End to end on Spark: a workload produced to a real Kafka-protocol broker (Tansu),
+"""End to end on Spark: a workload produced to Apache Kafka (tests/kafka_broker.py),
 replicated into Delta Lake and Iceberg tables, verified against the generated state."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import orjson
 import pytest
 
 import restart_helpers
-from kafka_broker import ONE_RECORD_PER_REQUEST
 from ticdc_spark.codec import Message
 from ticdc_spark.dispatch import TopicRouter
 from ticdc_spark.io.kafka import KafkaProducerSink
@@ -56,7 +55,6 @@ def _produce(
         expected=root / "expected",
         topic=expression,
         partitions=3,
-        kafka_config=ONE_RECORD_PER_REQUEST,
     )
     return workload, f"kafka://{kafka_broker}/{','.join(topics)}"
 
@@ -116,7 +114,7 @@ def test_duplicates_replays_and_dead_letters(spark, kafka_broker: str, tmp_path:
             None, b'{"type":"INSERT","isDdl":false,"data":[{"id":1}]}', topic=topics[0], partition=2
         ),
     ]
-    sink = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    sink = KafkaProducerSink(kafka_broker)
     sink.write(replay + bad)
     sink.close()
     target = restart_helpers.target("delta", tmp_path)
@@ -312,7 +310,7 @@ def test_consistent_mode_waits_for_a_partition_that_has_sent_nothing(
     from ticdc_spark.model import Watermark
 
     topic = f"quiet_{uuid.uuid4().hex[:6]}"
-    producer = KafkaProducerSink(kafka_broker, config=ONE_RECORD_PER_REQUEST)
+    producer = KafkaProducerSink(kafka_broker)
     producer.create_topics([topic], partitions=2)
     ts = 445644800000000003
     (watermark,) = make_encoder("canal-json", PROTOCOLS["canal-json"]).encode([Watermark(ts + 1)])
@@ -336,8 +334,7 @@ def test_consistent_mode_waits_for_a_partition_that_has_sent_nothing(
 def test_a_table_filter_keeps_filtered_tables_out_of_the_pipeline(spark, tmp_path: Path) -> None:
     """replicate with TiCDC's table filter: the filtered table's messages, a malformed one
     among them, are never decoded (--on-error stop does not fire) and never applied."""
-    from pipeline_helpers import produce
-    from ticdc_spark.io.capture import write_capture
+    from pipeline_helpers import produce, write_capture_dir
 
     protocol, options = "canal-json", PROTOCOLS["canal-json"]
     workload = Workload(seed=31, rows=120, tables=2, watermark_every=5)  # sbtest1, alltypes2
@@ -346,12 +343,7 @@ def test_a_table_filter_keeps_filtered_tables_out_of_the_pipeline(spark, tmp_pat
     bad = orjson.loads(messages[filtered[-1]].value)
     bad["data"] = "not rows"
     messages.insert(filtered[-1] + 1, Message(None, orjson.dumps(bad)))
-    source = tmp_path / "capture"
-    source.mkdir()
-    for offset, message in enumerate(messages):
-        message.topic, message.partition, message.offset = "cdc", 0, offset
-    with open(source / "part-0000.jsonl", "wb") as out:
-        write_capture(messages, out)
+    source = write_capture_dir(messages, tmp_path)
     config = PipelineConfig(
         source=str(source),
         protocol=protocol,

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pytest
 
 import simple_stream
-from kafka_broker import ONE_RECORD_PER_REQUEST
 from restart_helpers import target, write_capture_dir
 from ticdc_spark.dispatch import TopicRouter
 from ticdc_spark.sinks import make_sink
@@ -64,7 +63,6 @@ def test_avro_workload_through_kafka(spark, kafka_broker: str, tmp_path: Path) -
         expected=tmp_path / "expected",
         topic=expression,
         partitions=3,
-        kafka_config=ONE_RECORD_PER_REQUEST,
     )
     config = PipelineConfig(
         source=f"kafka://{kafka_broker}/{','.join(topics)}",

@@ -19,7 +19,9 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "HeldRowsExceeded",
+    "ObjectNotFound",
     "RegistryError",
+    "StorageError",
     "TiCDCSparkError",
     "UnknownProtocolError",
 ]
@@ -41,6 +43,19 @@ class UnknownProtocolError(ConfigError):
 
 class EncodeError(TiCDCSparkError):
     """An event cannot be written in the chosen protocol (e.g. a message over max-message-bytes)."""
+
+
+class StorageError(TiCDCSparkError):
+    """A storage operation failed: the message names the store's object and the reason,
+    never a credential."""
+
+    def __init__(self, message: str, location: str = "") -> None:
+        self.location = location
+        super().__init__(message)
+
+
+class ObjectNotFound(StorageError):
+    """The object (or file) read does not exist."""
 
 
 class DDLParseError(TiCDCSparkError):
@@ -146,3 +161,8 @@ class DamagedState(CheckpointError):
     @property
     def short(self) -> str:
         return f"{self.path} {self.problem}"
+
+
+class KafkaUnreachable(TiCDCSparkError):
+    """No broker of a Kafka source answered in time (down, wrong address, refused the
+    credentials): the input may be fine, the service is not there."""

@@ -14,7 +14,9 @@ from ticdc_spark.errors import (
     ConfigError,
     DecodeError,
     EncodeError,
+    KafkaUnreachable,
     RegistryError,
+    StorageError,
 )
 
 __all__ = ["main"]
@@ -31,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BadInput, ConfigError, CaptureError, DecodeError, EncodeError) as exc:
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except RegistryError as exc:  # (the input may be fine: the registry is down or refused)
+    except (RegistryError, KafkaUnreachable, StorageError) as exc:  # (the service, not input)
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:  # e.g. piped into `head`

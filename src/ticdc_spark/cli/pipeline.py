@@ -18,6 +18,7 @@ from ticdc_spark.cli.args import (
     registry_argument,
     subcommand,
 )
+from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
 
 __all__ = ["add_replicate", "add_verify"]
@@ -31,6 +32,32 @@ def add_replicate(commands: Any) -> None:
     _resource_arguments(parser)
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     filter_argument(parser)
+    _storage_argument(parser)
+
+
+def _refuse_remote_checkpoint(args: argparse.Namespace) -> None:
+    """The checkpoint and the dead letters are local directories for now (a URI would be
+    taken as a relative path named ``s3:``)."""
+    from ticdc_spark.storage import is_local
+
+    for flag, value in (("--checkpoint", args.checkpoint), ("--dead-letters", args.dead_letters)):
+        if value and not is_local(value):
+            raise ConfigError(f"{flag} must be a local directory for now, not {value!r}")
+
+
+def _storage_argument(parser: argparse.ArgumentParser) -> None:
+    key_values_argument(
+        parser,
+        "--storage-option",
+        help="an object-store setting over the environment's, e.g. AWS_ENDPOINT_URL=http://"
+        "127.0.0.1:9000 or AWS_REGION=eu-west-1 (repeatable; see docs/pipeline.md)",
+    )
+
+
+def _storage(args: argparse.Namespace) -> Any:
+    from ticdc_spark.storage import StorageOptions, parse_storage_options
+
+    return StorageOptions.from_environment(parse_storage_options(args.storage_option))
 
 
 def _ends_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +68,13 @@ def _ends_arguments(parser: argparse.ArgumentParser) -> None:
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
     parser.add_argument("--checkpoint", required=True, metavar="DIR")
+    parser.add_argument(
+        "--kafka-source",
+        choices=("ticdc", "spark"),
+        default="ticdc",
+        help="what reads a kafka:// source: ticdc (ours, on librdkafka: no JVM download) or "
+        "spark (Spark's own spark-sql-kafka, resolved from Maven Central on first use)",
+    )
     parser.add_argument(
         "--mode",
         choices=("consistent", "eventual"),
@@ -136,9 +170,32 @@ def _run_replicate(args: argparse.Namespace) -> int:
     lakehouse table per upstream table. Offsets and consumer state live in the checkpoint:
     stop it any time, run it again, it resumes exactly.
     """
+    from ticdc_spark.io.kafka import check_reachable, is_kafka_uri
     from ticdc_spark.spark.jars import engine_features
-    from ticdc_spark.spark.pipeline import PipelineConfig, check_mode, default_mode, run
+    from ticdc_spark.spark.pipeline import check_mode, run
     from ticdc_spark.spark.session import local_session
+
+    config = _replicate_config(args)
+    TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
+    _refuse_remote_checkpoint(args)
+    check_mode(config.protocol, config.mode)
+    if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
+        check_reachable(config.source, config.source_options)
+    settings = parse_key_values(args.spark_conf, "--spark-conf")
+    features = engine_features(config.target, config.engine)
+    if is_kafka_uri(config.source) and args.kafka_source == "spark":
+        features += ("kafka",)
+    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
+    spark.sparkContext.setLogLevel("ERROR")
+    totals = _Totals()
+    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
+    print(totals.summary(), file=sys.stderr)
+    return EXIT_OK
+
+
+def _replicate_config(args: argparse.Namespace) -> Any:
+    """The pipeline's configuration from ``replicate``'s arguments."""
+    from ticdc_spark.spark.pipeline import PipelineConfig, default_mode
 
     config = PipelineConfig(
         source=args.source,
@@ -153,20 +210,13 @@ def _run_replicate(args: argparse.Namespace) -> int:
         dead_letters=args.dead_letters,
         overlap=not args.serial_apply,
         table_filter=tuple(args.filter),
+        kafka_source=args.kafka_source,
+        storage=_storage(args),
     )
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
     config.engine, config.apply_threads = args.engine, args.apply_threads
-    TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
-    check_mode(config.protocol, config.mode)
-    settings = parse_key_values(args.spark_conf, "--spark-conf")
-    features = engine_features(config.target, config.engine)
-    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
-    spark.sparkContext.setLogLevel("ERROR")
-    totals = _Totals()
-    run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
-    print(totals.summary(), file=sys.stderr)
-    return EXIT_OK
+    return config
 
 
 class _Totals:
@@ -206,6 +256,7 @@ def add_verify(commands: Any) -> None:
         "of Delta tables with deletion vectors among the two) or embedded (delta-rs / "
         "pyiceberg, no JVM). Default: spark",
     )
+    _storage_argument(parser)
 
 
 def _run_verify(args: argparse.Namespace) -> int:
@@ -216,7 +267,7 @@ def _run_verify(args: argparse.Namespace) -> int:
     """
     from ticdc_spark.testing.verify import target_sink, verify_sink
 
-    reports = verify_sink(target_sink(args.target, args.engine), args.expected)
+    reports = verify_sink(target_sink(args.target, args.engine, _storage(args)), args.expected)
     for report in reports:
         print(report.summary())
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE

@@ -24,17 +24,17 @@ marker and the location go, which each supplies as a callback.
 from __future__ import annotations
 
 import base64
-import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from functools import cached_property
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import orjson
 
-from ticdc_spark.errors import ConfigError, DecodeError, EncodeError
+from ticdc_spark.errors import ConfigError, DecodeError, EncodeError, ObjectNotFound
+from ticdc_spark.storage import StorageOptions, Store, open_store
 
 if TYPE_CHECKING:
     from ticdc_spark.codec.options import CommonOptions
@@ -105,26 +105,49 @@ def _lz4(data: bytes, max_output: int) -> bytes:
     return b"".join(chunks)
 
 
-@dataclass(frozen=True, slots=True)
+# TiCDC's S3 URI parameters (``s3://bucket/prefix?endpoint=...``) as storage options; the
+# environment and these configure the store (credentials are better kept in the environment).
+_TICDC_QUERY = {
+    "endpoint": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "access-key": "AWS_ACCESS_KEY_ID",
+    "secret-access-key": "AWS_SECRET_ACCESS_KEY",
+    "session-token": "AWS_SESSION_TOKEN",
+}
+_SCHEMES = {"s3": "s3", "gs": "gs", "gcs": "gs", "azure": "az", "azblob": "az", "az": "az"}
+
+
+@dataclass(frozen=True)
 class ClaimCheckStorage:
-    """External storage for claim-check messages: a local or mounted directory.
+    """External storage for claim-check messages: a local directory or an object store.
 
     TiCDC writes ``<uri>/<uuid>.json`` holding ``{"key": <base64|null>, "value": <base64>}``
-    and puts that location in the Kafka message.  ``file://`` URIs and plain paths are
-    supported; other schemes (s3://, gcs://) need their storage mounted as a directory.
+    and puts that location in the Kafka message.  ``file://`` URIs and plain paths, ``s3://``,
+    ``gcs://`` (``gs://``) and ``azure://`` (``azblob://``) are read through
+    :mod:`ticdc_spark.storage`, configured by the standard environment (``AWS_ENDPOINT_URL``,
+    ``AWS_ACCESS_KEY_ID``, ...) and TiCDC's S3 URI parameters (``endpoint``, ``region``, ...).
     """
 
     uri: str
 
-    @property
-    def root(self) -> Path:
+    @cached_property
+    def store(self) -> Store:
         parts = urlsplit(self.uri)
-        if parts.scheme in ("", "file"):
-            return Path(unquote(parts.path if parts.scheme else self.uri))
-        raise ConfigError(
-            f"claim-check storage scheme {parts.scheme!r} is not supported here; mount it and "
-            "use a file:// URI"
-        )
+        scheme = parts.scheme.lower()
+        if scheme in ("", "file"):
+            return open_store(unquote(parts.path if scheme else self.uri))
+        if scheme not in _SCHEMES:
+            raise ConfigError(
+                f"claim-check storage scheme {parts.scheme!r} is not supported; use file://, "
+                f"{', '.join(s + '://' for s in _SCHEMES)}"
+            )
+        query = dict(parse_qsl(parts.query))
+        given = {_TICDC_QUERY[k]: v for k, v in query.items() if k in _TICDC_QUERY}
+        if query.get("force-path-style", "").lower() == "false":
+            given["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
+        bucket = parts.netloc.rpartition("@")[2]
+        options = StorageOptions.from_environment(given)
+        return open_store(f"{_SCHEMES[scheme]}://{bucket}{parts.path}", options)
 
     def location(self, name: str) -> str:
         """Where a pointer message says the file is: the URI's scheme, host and path, never
@@ -139,31 +162,30 @@ class ClaimCheckStorage:
         return f"{parts.scheme}://{host}{parts.path.rstrip('/')}/{name}"
 
     def write(self, key: bytes | None, value: bytes) -> str:
-        """Store one message; returns the location to put in the pointer message."""
+        """Store one message (one atomic write); returns the location for the pointer."""
         name = f"{uuid.uuid4()}.json"
-        root = self.root
-        root.mkdir(parents=True, exist_ok=True)
         body = {
             "key": None if key is None else base64.b64encode(key).decode("ascii"),
             "value": base64.b64encode(value).decode("ascii"),
         }
-        tmp = root / (name + ".tmp")
-        tmp.write_bytes(orjson.dumps(body))
-        os.replace(tmp, root / name)
+        self.store.write(name, orjson.dumps(body))
         return self.location(name)
 
     def read(
         self, location: str, max_bytes: int = DEFAULT_MAX_DECOMPRESSED
     ) -> tuple[bytes | None, bytes]:
-        """Fetch the message a pointer names (by the last path element, as TiCDC does)."""
+        """Fetch the message a pointer names (by the last path element, as TiCDC does).
+
+        A missing or damaged file is a DecodeError (the record goes to the dead letters);
+        a store that cannot be read is a StorageError naming it, which stops the job: the
+        file may well be there."""
         name = location.rstrip("/").rsplit("/", 1)[-1]
         if not name or name in (".", "..") or "\\" in name:
             raise DecodeError(f"bad claim-check location {location!r}")
-        path = self.root / name
         try:
-            if path.stat().st_size > max_bytes:
+            if self.store.size(name) > max_bytes:
                 raise DecodeError(f"claim-check file {name} is over {max_bytes} bytes")
-            body = orjson.loads(path.read_bytes())
+            body = orjson.loads(self.store.read(name))
             key = body.get("key")
             return (
                 None if key is None else base64.b64decode(key, validate=True),
@@ -171,7 +193,9 @@ class ClaimCheckStorage:
             )
         except DecodeError:
             raise
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        except ObjectNotFound as exc:
+            raise DecodeError(f"cannot read claim-check file {name}: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise DecodeError(f"cannot read claim-check file {name}: {exc}") from None
 
 

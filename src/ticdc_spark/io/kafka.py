@@ -15,10 +15,11 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from ticdc_spark.codec.base import Message
-from ticdc_spark.errors import ConfigError, TiCDCSparkError
+from ticdc_spark.errors import ConfigError, KafkaUnreachable, TiCDCSparkError
 
 __all__ = [
     "KafkaProducerSink",
+    "check_reachable",
     "client_config",
     "is_kafka_uri",
     "parse_kafka_uri",
@@ -205,3 +206,51 @@ class KafkaProducerSink:
         self._raise_errors()
         if remaining:
             raise TiCDCSparkError(f"{remaining} Kafka messages were not delivered in {timeout}s")
+
+
+# How long a broker has to answer before ``replicate`` says it cannot be reached (librdkafka
+# itself retries for ever, printing a line per attempt: over 6 minutes and ~1,000 lines a
+# minute were seen for a port nothing listens on, before a traceback).
+REACH_TIMEOUT_S = 15.0
+
+
+def check_reachable(
+    source: str, options: Mapping[str, str], timeout_s: float = REACH_TIMEOUT_S
+) -> None:
+    """Raise :class:`~ticdc_spark.errors.KafkaUnreachable` naming the brokers of a
+    ``kafka://`` source (and librdkafka's last complaint) unless one answers a metadata
+    request within ``timeout_s`` with the source's client settings (TLS, SASL)."""
+    import logging
+
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    servers, _topics, extra = parse_kafka_uri(source)
+    complaints: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            complaints.append(record.getMessage())
+
+    quiet = logging.getLogger(f"{__name__}.reach")
+    quiet.propagate = False
+    quiet.handlers[:] = [_Keep()]
+    config = client_config(
+        {**extra, **{k: v for k, v in options.items() if k.startswith("kafka.")}}
+    )
+    settings: dict[str, Any] = {
+        **config,
+        "bootstrap.servers": servers,
+        "logger": quiet,
+        "error_cb": lambda error: complaints.append(error.str()),
+    }
+    admin = AdminClient(settings)
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        admin.poll(0.2)  # (serves the logger and error_cb with what librdkafka saw)
+        found = [c for c in complaints if "failed" in c.lower()] or complaints
+        reason = redact(found[-1] if found else str(exc.args[0].str()))
+        raise KafkaUnreachable(
+            f"cannot reach the Kafka broker {servers} (no answer within {timeout_s:g} s): {reason}"
+        ) from None

@@ -18,6 +18,7 @@ from ticdc_spark.errors import ConfigError
 from ticdc_spark.io.kafka import redact
 from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks.base import TableSink
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["SINKS", "SPARK_SINKS", "SinkEntry", "make_sink", "target_scheme"]
 
@@ -73,14 +74,16 @@ def make_sink(
     app_id: str = "ticdc-spark",
     engine: str = Engine.EMBEDDED,
     spark: Any = None,
+    storage: StorageOptions | None = None,
 ) -> TableSink:
-    """The sink of a target spec: ``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE``.
-    ``app_id`` is the pipeline's id, under which a sink records the steps it applied; the
-    Spark engine's sinks apply through ``spark`` (a SparkSession with the format's jars:
-    :func:`ticdc_spark.spark.jars.spark_settings`)."""
+    """The sink of a target spec: ``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE`` (PATH
+    and WAREHOUSE local or an object store's URI, configured by ``storage``: by default the
+    environment's).  ``app_id`` is the pipeline's id, under which a sink records the steps
+    it applied; the Spark engine's sinks apply through ``spark`` (a SparkSession with the
+    format's jars: :func:`ticdc_spark.spark.jars.spark_settings`)."""
     scheme, location = target_scheme(target)
     if Engine.parse(engine) == Engine.EMBEDDED:
-        return SINKS[scheme].load().from_target(location, app_id)
+        return SINKS[scheme].load().from_target(location, app_id, storage)
     if spark is None:
         raise ConfigError("the spark engine's sinks need a SparkSession")
     sink: TableSink = SPARK_SINKS[scheme].load().from_spark(spark, location, app_id)  # type: ignore[attr-defined]

@@ -28,6 +28,7 @@ from ticdc_spark.sinks.convert import (
     table_arrow_schema,
     typed_rows,
 )
+from ticdc_spark.storage import StorageOptions
 from ticdc_spark.types import Family
 
 __all__ = ["StepResult", "TableKey", "TableSink", "carried_columns", "live"]
@@ -143,10 +144,13 @@ class TableSink(abc.ABC):
 
     @classmethod
     @abc.abstractmethod
-    def from_target(cls, location: str, app_id: str) -> TableSink:
+    def from_target(
+        cls, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> TableSink:
         """The sink of a target (``location``: the part after ``SCHEME:``, see
         :func:`ticdc_spark.sinks.make_sink`); ``app_id`` is the pipeline's id, under which a
-        format that can records the step versions it commits."""
+        format that can records the step versions it commits; ``storage`` configures an
+        object store (default: the environment's)."""
 
     @abc.abstractmethod
     def open_table(self, key: TableKey) -> Any:

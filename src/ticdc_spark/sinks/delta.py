@@ -5,10 +5,19 @@ a Delta *app transaction* (``txn`` action: the pipeline's id and the step's vers
 is how Delta writers make retried writes idempotent: a replayed step sees its version
 already recorded and is skipped.
 
-Every change is one Delta commit or one directory rename, so a kill at any moment leaves
-each table whole: a rename moves the directory, and a drop first moves the table into
-``ROOT/_ticdc%trash`` (a name no table's directory has: ``%`` is quoted in those) and then
-deletes it there; a sink opened later finishes deleting what the trash holds.
+``ROOT`` is a local directory or an object store's URI (``s3://bucket/lake``, ``gs://``,
+``abfss://``), configured by the standard environment and ``--storage-option``
+(:class:`~ticdc_spark.storage.StorageOptions`).  delta-rs commits on object stores with a
+conditional PUT (``If-None-Match: *``), so no locking provider is needed.
+
+On a local disk every change is one Delta commit or one directory rename, so a kill at any
+moment leaves each table whole: a rename moves the directory, and a drop first moves the
+table into ``ROOT/_ticdc%trash`` (a name no table's directory has: ``%`` is quoted in those)
+and then deletes it there; a sink opened later finishes deleting what the trash holds.
+
+Object stores have no rename: there (:mod:`ticdc_spark.sinks.delta_objects`) a rename copies
+the table's objects and a drop deletes them, each announced first by an *intent* object that
+a sink opened after a crash carries out to the end before anything else.
 """
 
 from __future__ import annotations
@@ -20,81 +29,105 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
-
-import pyarrow as pa
+from urllib.parse import quote
 
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
-from ticdc_spark.sinks.base import TableSink, carried_columns
+from ticdc_spark.sinks.base import carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.delta_objects import ObjectTables, table_prefix
+from ticdc_spark.sinks.stored import StoredSink
+from ticdc_spark.storage import StorageOptions, is_local, join, open_store
+from ticdc_spark.storage.store import local_path
+
+__all__ = ["DeltaSink"]
 
 # delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s (dirty_decay_ms)
 # before handing them back: across micro-batches the driver's resident memory then climbs with
 # each merge's working set (benchmarks/memory_bench.py, docs/pipeline.md).  Decaying in 1 s
 # (its background thread purges) returns them between batches.  Read once, when deltalake
-# loads, so set before the first ``from deltalake``; a setting of the user's wins.  (Only
-# sinks.make_sink and the tests load this module.)
+# loads, so set before the first ``from deltalake``; a setting of the user's wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:1000,muzzy_decay_ms:0")
-
-from deltalake import (
-    CommitProperties,
-    DeltaTable,
-    Field,
-    Transaction,
-    write_deltalake,
-)
-
-__all__ = ["DeltaSink"]
 
 log = logging.getLogger(__name__)
 TRASH = "_ticdc%trash"  # dropped tables being deleted (never a quoted database name)
 
 
-class DeltaSink(TableSink):
-    """Delta tables under a local directory."""
+class DeltaSink(StoredSink):
+    """Delta tables under a local directory or an object store's prefix."""
 
     name = "delta"
 
-    def __init__(self, root: str | Path, app_id: str = "ticdc-spark") -> None:
+    def __init__(
+        self, root: str | Path, app_id: str = "ticdc-spark", storage: StorageOptions | None = None
+    ) -> None:
         super().__init__()
-        self.root = Path(root)
+        self.uri = str(root).rstrip("/") or "/"
         self.app_id = app_id
-        self._empty_trash()
+        self.local = is_local(self.uri)
+        self.root = Path(local_path(self.uri)) if self.local else None
+        options = storage or StorageOptions.from_environment()
+        self.location, self.secrets = self.uri, options.secrets()
+        scheme = self.uri.partition(":")[0]
+        self.storage_options = None if self.local else options.delta(scheme)
+        self.objects = None if self.local else ObjectTables(open_store(self.uri, options))
+        if self.objects is not None:
+            self.objects.finish_pending()
+        else:
+            self._empty_trash()
 
     @classmethod
-    def from_target(cls, location: str, app_id: str) -> DeltaSink:
-        """``delta:PATH``: the tables under directory ``PATH``."""
-        return cls(location, app_id=app_id)
+    def from_target(
+        cls, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> DeltaSink:
+        """``delta:PATH``: the tables under ``PATH`` (a directory or an object store's URI)."""
+        return cls(location, app_id=app_id, storage=storage)
 
-    def path(self, key: TableKey) -> Path:
-        return self.root / _safe(key[0]) / _safe(key[1])
+    def path(self, key: TableKey) -> str:
+        """Where the table of ``key`` is: a local path or a URI."""
+        if self.root is not None:
+            return str(self.root / _safe(key[0]) / _safe(key[1]))
+        return join(self.uri, table_prefix(key))
 
-    def _commit(self, version: int) -> CommitProperties:
+    def _commit(self, version: int) -> Any:
+        from deltalake import CommitProperties, Transaction
+
         return CommitProperties(app_transactions=[Transaction(self.app_id, version)])
 
     # -- hooks ----------------------------------------------------------------------------
 
     def open_table(self, key: TableKey) -> Any:
-        return DeltaTable(str(self.path(key)))
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.path(key), storage_options=self.storage_options)
 
     def exists(self, key: TableKey) -> bool:
-        return key in self._open or DeltaTable.is_deltatable(str(self.path(key)))
+        from deltalake import DeltaTable
+
+        return key in self._open or DeltaTable.is_deltatable(
+            self.path(key), storage_options=self.storage_options
+        )
 
     def create(self, schema: TableSchema) -> None:
+        from deltalake import DeltaTable
+
         key = (schema.database, schema.table)
         self._forget(key)
-        self.path(key).mkdir(parents=True, exist_ok=True)
+        if self.root is not None:
+            Path(self.path(key)).mkdir(parents=True, exist_ok=True)
         DeltaTable.create(
-            str(self.path(key)),
+            self.path(key),
             table_arrow_schema(schema),
             mode="ignore",
             name=schema.table,
             description=f"TiDB {schema.qualified_name}",
+            storage_options=self.storage_options,
         )
 
-    def arrow_schema(self, key: TableKey) -> pa.Schema:
+    def arrow_schema(self, key: TableKey) -> Any:
+        import pyarrow as pa
+
         return pa.schema(self._table(key).schema())
 
     def applied_version(self, key: TableKey) -> int:
@@ -103,7 +136,7 @@ class DeltaSink(TableSink):
         found = self._table(key).transaction_version(self.app_id)
         return -1 if found is None else int(found)
 
-    def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]:
+    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
         keys = list(schema.handle_key) or list(schema.column_names)
         # (each term bracketed: delta-rs reads `a IS NOT DISTINCT FROM b AND c ...` wrongly)
         predicate = " AND ".join(f"(t.{_q(k)} IS NOT DISTINCT FROM s.{_q(k)})" for k in keys)
@@ -116,7 +149,7 @@ class DeltaSink(TableSink):
         )
         ts, op = _q(COMMIT_TS), _q(OP)
         # newer, or at the same commit ts a change over a delete's tombstone (the INSERT half of
-        # an update TiCDC split in two; see pipeline.barriers)
+        # an update TiCDC split in two; see consume._ORDER)
         newer = (
             f"s.{ts} > t.{ts} OR (s.{ts} = t.{ts} AND t.{op} = '{OP_DELETE}'"
             f" AND s.{op} <> '{OP_DELETE}')"
@@ -126,11 +159,16 @@ class DeltaSink(TableSink):
         )
         return result
 
-    def add_columns(self, key: TableKey, fields: list[pa.Field]) -> None:
+    def add_columns(self, key: TableKey, fields: list[Any]) -> None:
+        from deltalake import Field
+
         if fields:
             self._table(key).alter.add_columns([Field.from_arrow(f) for f in fields])
 
     def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
+        import pyarrow as pa
+        from deltalake import write_deltalake
+
         key = (schema.database, schema.table)
         current = self._table(key).to_pyarrow_table()
         target = table_arrow_schema(schema)
@@ -138,11 +176,12 @@ class DeltaSink(TableSink):
         self._forget(key)
         crash_point("rewrite")
         write_deltalake(
-            str(self.path(key)),
+            self.path(key),
             pa.Table.from_arrays(columns, schema=target),
             mode="overwrite",
             schema_mode="overwrite",
             commit_properties=self._commit(version),
+            storage_options=self.storage_options,
         )
 
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
@@ -151,8 +190,13 @@ class DeltaSink(TableSink):
         )
 
     def drop(self, key: TableKey) -> None:
-        """Move the table into the trash (one rename: it is whole or gone), then delete it."""
+        """Move the table into the trash (one rename: it is whole or gone), then delete it
+        (on an object store: announce the drop, then delete the table's objects)."""
         self._forget(key)
+        if self.objects is not None:
+            self.objects.drop(key)
+            return
+        assert self.root is not None
         trash = self.root / TRASH / uuid.uuid4().hex
         trash.parent.mkdir(parents=True, exist_ok=True)
         os.rename(self.path(key), trash)
@@ -161,6 +205,7 @@ class DeltaSink(TableSink):
 
     def _empty_trash(self) -> None:
         """Finish deleting the tables a killed run had dropped."""
+        assert self.root is not None
         trash = self.root / TRASH
         for entry in sorted(trash.iterdir()) if trash.is_dir() else []:
             log.warning("finishing the drop of a table a stopped run began: deleting %s", entry)
@@ -168,21 +213,34 @@ class DeltaSink(TableSink):
 
     def rename(self, old: TableKey, new: TableKey) -> None:
         self._forget(old, new)
-        target = self.path(new)
+        if self.objects is not None:
+            self.objects.rename(old, new)
+            return
+        target = Path(self.path(new))
         target.parent.mkdir(parents=True, exist_ok=True)
         crash_point("rename")
-        self.path(old).rename(target)
+        Path(self.path(old)).rename(target)
 
-    def read(self, key: TableKey) -> pa.Table:
+    def read(self, key: TableKey) -> Any:
         return self._table(key).to_pyarrow_table()
 
     def tables(self) -> list[TableKey]:
+        from deltalake import DeltaTable
+
+        if self.objects is not None:
+            candidates = self.objects.candidates()
+        else:
+            assert self.root is not None
+            candidates = [
+                (_unsafe(database.name), _unsafe(table.name))
+                for database in sorted(p for p in self.root.glob("*") if p.is_dir())
+                if database.name != TRASH
+                for table in sorted(p for p in database.glob("*") if p.is_dir())
+            ]
         return [
-            (_unsafe(database.name), _unsafe(table.name))
-            for database in sorted(p for p in self.root.glob("*") if p.is_dir())
-            if database.name != TRASH
-            for table in sorted(p for p in database.glob("*") if p.is_dir())
-            if DeltaTable.is_deltatable(str(table))
+            key
+            for key in candidates
+            if DeltaTable.is_deltatable(self.path(key), storage_options=self.storage_options)
         ]
 
 
@@ -203,4 +261,6 @@ def _safe(name: str) -> str:
 
 
 def _unsafe(name: str) -> str:
+    from urllib.parse import unquote
+
     return unquote(name)

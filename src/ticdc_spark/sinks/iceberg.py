@@ -5,6 +5,14 @@ one namespace per upstream database, one table per upstream table.  Every change
 one Iceberg transaction together with the table property ``ticdc.version`` (the step's
 version), so a replayed step is recognised and skipped.  Iceberg has no 8- or 16-bit
 integers: those columns are stored as ``int``.
+
+The warehouse may be an object store's URI (``s3://bucket/warehouse``, ``gs://``,
+``abfss://``): pyiceberg's FileIO gets its endpoint and credentials from
+:meth:`~ticdc_spark.storage.StorageOptions.iceberg` (pyiceberg itself reads no
+``AWS_ENDPOINT_URL``).  Every commit, rename and drop is one catalog transaction, whatever
+the store: Iceberg never renames files.  The catalog is a SQL database (SQLAlchemy URI): a
+SQLite file suits one machine; a job whose machines come and go needs a catalog that outlives
+them (``postgresql+psycopg2://...``).
 """
 
 from __future__ import annotations
@@ -14,17 +22,14 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, IsNull, LessThan, Or
-
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
-from ticdc_spark.sinks.base import TableSink, carried_columns
+from ticdc_spark.sinks.base import carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema
+from ticdc_spark.sinks.stored import StoredSink
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
 
@@ -33,12 +38,14 @@ VERSION_PROPERTY = "ticdc.version"
 _REWRITE_SUFFIX = "__ticdc_rewrite"
 
 
-def _has_nulls(rows: pa.Table, keys: list[str]) -> bool:
+def _has_nulls(rows: Any, keys: list[str]) -> bool:
     return any(rows[k].null_count for k in keys)
 
 
-def _match(rows: pa.Table, keys: list[str]) -> Any:
+def _match(rows: Any, keys: list[str]) -> Any:
     """An Iceberg filter matching the rows' keys, a null matching a null."""
+    from pyiceberg.expressions import AlwaysFalse, And, EqualTo, In, IsNull, Or
+
     if len(keys) == 1 and not rows[keys[0]].null_count:
         values = rows[keys[0]].unique().to_pylist()
         return In(keys[0], values) if values else AlwaysFalse()  # type: ignore[call-arg,arg-type]
@@ -66,10 +73,11 @@ def parse_iceberg_target(spec: str) -> tuple[str, str]:
     return uri, warehouse
 
 
-def iceberg_arrow_schema(schema: TableSchema) -> pa.Schema:
+def iceberg_arrow_schema(schema: TableSchema) -> Any:
     """The table's Arrow schema with the integer types Iceberg has."""
+    import pyarrow as pa
 
-    def widen(arrow_type: pa.DataType) -> pa.DataType:
+    def widen(arrow_type: Any) -> Any:
         if pa.types.is_int8(arrow_type) or pa.types.is_int16(arrow_type):
             return pa.int32()
         return arrow_type
@@ -79,22 +87,35 @@ def iceberg_arrow_schema(schema: TableSchema) -> pa.Schema:
     )
 
 
-class IcebergSink(TableSink):
+class IcebergSink(StoredSink):
     """Iceberg tables in a pyiceberg SQL catalog."""
 
     name = "iceberg"
 
-    def __init__(self, catalog_uri: str, warehouse: str, name: str = "ticdc") -> None:
+    def __init__(
+        self,
+        catalog_uri: str,
+        warehouse: str,
+        name: str = "ticdc",
+        storage: StorageOptions | None = None,
+    ) -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
+
         super().__init__()
-        self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse)
+        options = storage or StorageOptions.from_environment()
+        files = options.iceberg()
+        self.location, self.secrets = warehouse, options.secrets()
+        self.catalog = SqlCatalog(name, uri=catalog_uri, warehouse=warehouse, **files)
 
     @classmethod
-    def from_target(cls, location: str, app_id: str) -> IcebergSink:
+    def from_target(
+        cls, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> IcebergSink:
         """``iceberg:CATALOG_URI#WAREHOUSE``.  (The step version is a table property, which
         needs no app id: a checkpoint's versions are its own, see the module's doc.)"""
-        return cls(*parse_iceberg_target(location))
+        return cls(*parse_iceberg_target(location), storage=storage)
 
-    def _cast(self, schema: TableSchema, rows: pa.Table) -> pa.Table:
+    def _cast(self, schema: TableSchema, rows: Any) -> Any:
         """Rows in the stored types, their columns in the table's order (pyiceberg matches
         by position; columns added in place come after the bookkeeping ones)."""
         rows = rows.cast(iceberg_arrow_schema(schema))
@@ -103,7 +124,7 @@ class IcebergSink(TableSink):
         order += [n for n in rows.column_names if n not in order]
         return rows.select(order) if order != rows.column_names else rows
 
-    def stored_schema(self, schema: TableSchema) -> pa.Schema:
+    def stored_schema(self, schema: TableSchema) -> Any:
         return iceberg_arrow_schema(schema)
 
     # -- hooks ----------------------------------------------------------------------------
@@ -123,7 +144,7 @@ class IcebergSink(TableSink):
         self.catalog.create_namespace_if_not_exists(schema.database)
         self.catalog.create_table_if_not_exists(key, iceberg_arrow_schema(schema))
 
-    def arrow_schema(self, key: TableKey) -> pa.Schema:
+    def arrow_schema(self, key: TableKey) -> Any:
         return self._table(key).schema().as_arrow()
 
     def applied_version(self, key: TableKey) -> int:
@@ -131,7 +152,7 @@ class IcebergSink(TableSink):
             return -1
         return int(self._table(key).properties.get(VERSION_PROPERTY, -1))
 
-    def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]:
+    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
         key = (schema.database, schema.table)
         table = self._table(key)
         keys = list(schema.handle_key) or list(schema.column_names)
@@ -152,9 +173,12 @@ class IcebergSink(TableSink):
             tx.set_properties({VERSION_PROPERTY: str(version)})
         return {"num_source_rows": rows.num_rows, "written": newer.num_rows}
 
-    def _newer_than_existing(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Table:
+    def _newer_than_existing(self, table: Any, keys: list[str], rows: Any) -> Any:
         """The incoming rows whose key is new or whose commit ts beats the stored one (or
         equals a delete's tombstone's, for a change that is not a delete: see DeltaSink)."""
+        import pyarrow.compute as pc
+        from pyiceberg.expressions import In
+
         if _has_nulls(rows, keys):
             return self._newer_null_safe(table, keys, rows)
         first = keys[0]
@@ -181,9 +205,11 @@ class IcebergSink(TableSink):
             joined.filter(keep).drop_columns(["_stored_ts", "_stored_op"]).select(rows.column_names)
         )
 
-    def _newer_null_safe(self, table: Any, keys: list[str], rows: pa.Table) -> pa.Table:
+    def _newer_null_safe(self, table: Any, keys: list[str], rows: Any) -> Any:
         """:meth:`_newer_than_existing` with null-safe key matching, in Python (Arrow joins
         never match nulls): for tables without a key, whose rows may hold nulls."""
+        import pyarrow as pa
+
         scan = table.scan(row_filter=_match(rows, keys), selected_fields=(*keys, COMMIT_TS, OP))
         stored = {
             tuple(r[k] for k in keys): (r[COMMIT_TS], r[OP]) for r in scan.to_arrow().to_pylist()
@@ -198,7 +224,9 @@ class IcebergSink(TableSink):
             )
         return rows.filter(pa.array(keep, pa.bool_()))
 
-    def add_columns(self, key: TableKey, fields: list[pa.Field]) -> None:
+    def add_columns(self, key: TableKey, fields: list[Any]) -> None:
+        import pyarrow as pa
+
         if not fields:
             return
         table = self._table(key)
@@ -214,6 +242,8 @@ class IcebergSink(TableSink):
 
     def rewrite(self, schema: TableSchema, version: int, renamed: Mapping[str, str]) -> None:
         """Copy into a new table of the new schema, then swap it in by catalog rename."""
+        import pyarrow as pa
+
         key = (schema.database, schema.table)
         current = self._table(key).scan().to_arrow()
         target = iceberg_arrow_schema(schema)
@@ -243,6 +273,8 @@ class IcebergSink(TableSink):
             self.catalog.rename_table(temp, key)
 
     def delete_older(self, key: TableKey, commit_ts: int, version: int) -> None:
+        from pyiceberg.expressions import LessThan
+
         table = self._table(key)
         with table.transaction() as tx:
             tx.delete(LessThan(COMMIT_TS, int(commit_ts)))  # type: ignore[call-arg,arg-type]
@@ -261,7 +293,7 @@ class IcebergSink(TableSink):
         crash_point("rename")
         self.catalog.rename_table(old, new)
 
-    def read(self, key: TableKey) -> pa.Table:
+    def read(self, key: TableKey) -> Any:
         return self._table(key).scan().to_arrow()
 
     def tables(self) -> list[TableKey]:

@@ -12,8 +12,9 @@ first F files read whole and the first R lines of file F (a checkpoint of the ol
 sources, by ``maxOffsetsPerTrigger`` (lines of capture files: one Kafka record each; a blank
 line counts as an offset, as a Kafka offset without a record does), ``maxBytesPerTrigger``
 (bytes of those lines, the name of Spark's file-source option; at least one line is read)
-and ``maxFilesPerTrigger`` (files touched); all that are given apply, and
-``Trigger.AvailableNow`` reads everything there was at its start in such bounded batches.
+and ``maxFilesPerTrigger`` (files touched); all that are given apply.  With
+``availableNow=true`` the query reads the files there were when it started, in such bounded
+batches (``replicate --trigger once``: :mod:`ticdc_spark.spark.trigger`).
 A malformed line fails the batch naming the file and line, unless ``onBadRecord=skip``.
 """
 
@@ -30,18 +31,11 @@ from typing import Any
 
 import orjson
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxBytes,
-    ReadMaxFiles,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 
 from ticdc_spark.errors import CaptureError, ConfigError
 from ticdc_spark.io.capture import read_capture
 from ticdc_spark.spark.kafka.schema import KafkaColumnsSource, empty_columns, record_batch
+from ticdc_spark.spark.stream_start import StreamStart
 
 __all__ = ["CaptureDataSource", "capture_partitions", "register"]
 
@@ -116,6 +110,7 @@ class _Options:
         self.max_files = _bound(options, "maxFilesPerTrigger")
         self.max_records = _bound(options, "maxOffsetsPerTrigger")
         self.max_bytes = _bound(options, "maxBytesPerTrigger")
+        self.available_now = options.get("availablenow", "false").strip().lower() == "true"
         self.skip_bad = options.get("onbadrecord", "fail").lower() == "skip"
         if options.get("onbadrecord", "fail").lower() not in ("fail", "skip"):
             raise ConfigError("onBadRecord is fail or skip")
@@ -185,24 +180,21 @@ def _position(offset: dict[str, int]) -> tuple[int, int]:
     return int(offset.get("files", 0)), int(offset.get("records", 0))
 
 
-class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _StreamReader(DataSourceStreamReader):
+    """The streaming reader on Spark 4.1's Python source protocol: ``latestOffset()`` is
+    asked with no start and no read limit, so the reader bounds each micro-batch itself
+    from where the next one starts (:class:`~ticdc_spark.spark.stream_start.StreamStart`).
+    With ``availableNow`` the files are those there were at the query's first call."""
+
     def __init__(self, options: _Options) -> None:
         self.options = options
-        self.target: int | None = None
+        bounded = bool(options.max_records or options.max_bytes or options.max_files)
+        self.start = StreamStart("ticdc-capture", bounded)
+        self.files_at_start: int | None = None  # (availableNow)
         self._ends: dict[str, tuple[int, array[int]]] = {}  # path -> (size, line ends)
 
     def initialOffset(self) -> Position:
         return {"files": 0, "records": 0}
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        # PySpark takes one limit: latestOffset applies the other bounds from the options
-        if self.options.max_records > 0:
-            return ReadMaxRows(self.options.max_records)
-        if self.options.max_bytes > 0:
-            return ReadMaxBytes(self.options.max_bytes)
-        if self.options.max_files > 0:
-            return ReadMaxFiles(self.options.max_files)
-        return ReadAllAvailable()
 
     def _line_ends(self, path: str) -> array[int]:
         """Cached per file (files are immutable once visible); the size checks that."""
@@ -212,36 +204,46 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cached = self._ends[path] = (size, line_ends(path))
         return cached[1]
 
-    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> Position:
+    def _visible(self) -> list[str]:
         files = _files(self.options.path)
-        if self.target is not None:
-            files = files[: self.target]
-        begin_file, begin_record = _position(start)
-        if isinstance(limit, ReadAllAvailable):
+        if self.options.available_now:
+            if self.files_at_start is None:
+                self.files_at_start = len(files)
+            files = files[: self.files_at_start]
+        return files
+
+    def latestOffset(self) -> Position:
+        """The end of the next micro-batch: the end of the last file, or as far as the
+        bounds let it go (all the bounds given apply; at least one line is read)."""
+        begin_file, begin_record = _position(self.start.get(self.initialOffset))
+        files = self._visible()
+        opts = self.options
+        if not (opts.max_records or opts.max_bytes or opts.max_files):
             if len(files) <= begin_file:
                 return {"files": begin_file, "records": begin_record}
             return {"files": len(files), "records": 0}
         for name in [f for f in self._ends if f not in files[begin_file:]]:
             del self._ends[name]  # read already (or gone): no longer needed
-        max_records = limit.max_rows if isinstance(limit, ReadMaxRows) else self.options.max_records
-        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else self.options.max_bytes
-        max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else self.options.max_files
-        file, record = begin_file, begin_record
+        return self._bounded_end(files, begin_file, begin_record)
+
+    def _bounded_end(self, files: list[str], file: int, record: int) -> Position:
+        """How far from line ``record`` of file ``file`` the bounds let a micro-batch go."""
+        opts = self.options
         taken = taken_bytes = touched = 0
         while file < len(files):
             ends = self._line_ends(files[file])
             if record >= len(ends):
                 file, record = file + 1, 0
                 continue
-            if max_files and touched >= max_files:
+            if opts.max_files and touched >= opts.max_files:
                 break
             touched += 1
             take = len(ends) - record
-            if max_records:
-                take = min(take, max_records - taken)
+            if opts.max_records:
+                take = min(take, opts.max_records - taken)
             base = ends[record - 1] if record else 0
-            if max_bytes:
-                fits = bisect.bisect_right(ends, base + max_bytes - taken_bytes, lo=record)
+            if opts.max_bytes:
+                fits = bisect.bisect_right(ends, base + opts.max_bytes - taken_bytes, lo=record)
                 take = min(take, max(fits - record, 0 if taken else 1))
             if take <= 0:
                 break
@@ -253,11 +255,11 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             file, record = file + 1, 0
         return {"files": file, "records": record}
 
-    def prepareForTriggerAvailableNow(self) -> None:
-        self.target = len(_files(self.options.path))
-
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        """One partition per file or part of a file between the two positions."""
+        """One partition per file or part of a file between the two positions; the next
+        micro-batch starts at ``end`` (Spark 4.1 plans ``(latest, latest)`` first on a
+        restart: where its log says the query is)."""
+        self.start.planned(start, end)
         files = _files(self.options.path)
         (begin_file, begin_record), (end_file, end_record) = _position(start), _position(end)
         out = []
@@ -267,6 +269,7 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             at = self._line_ends(files[file])[first - 1] if first else 0
             if last is None or last > first:
                 out.append(InputPartition((files[file], first, last, at)))
+        self.start.moved(end)
         return out
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -26,9 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ticdc_spark.errors import ConfigError
 from ticdc_spark.filter import TableFilter
-from ticdc_spark.io.kafka import redact
+from ticdc_spark.io.kafka import is_kafka_uri, redact
 from ticdc_spark.pipeline.apply import Applier, BatchReport
 from ticdc_spark.pipeline.capabilities import Capabilities
 from ticdc_spark.pipeline.checkpoint import (
@@ -47,6 +46,8 @@ from ticdc_spark.spark.decode import decode
 from ticdc_spark.spark.jars import check_session, engine_features
 from ticdc_spark.spark.overlap import Background, RunningPipeline
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
+from ticdc_spark.spark.trigger import once_options, start_query
+from ticdc_spark.storage import StorageOptions
 
 __all__ = [
     "PipelineConfig",
@@ -78,6 +79,8 @@ class PipelineConfig:
     track_commits: bool = False  # report applied commit ts per batch (latency measurements)
     overlap: bool = True  # apply a batch while Spark reads the next (see the module doc)
     max_held_rows: int = MAX_HELD_ROWS  # rows held back for a later batch, at most
+    kafka_source: str = "ticdc"  # or "spark": Spark's own Kafka source (spark/spark_kafka.py)
+    storage: StorageOptions = field(default_factory=StorageOptions.from_environment)
     engine: str = Engine.SPARK  # a policy.Engine: what applies the steps to the tables
     apply_threads: int = 0  # tables applied at once (0: the engine's default)
 
@@ -127,7 +130,8 @@ def start(
         .option("checkpointLocation", str(spark_checkpoint))
         .queryName("ticdc-spark")
     )
-    return RunningPipeline(_triggered(writer, config.trigger).start(), background)
+    ours = config.kafka_source == "ticdc" or not is_kafka_uri(config.source)
+    return RunningPipeline(start_query(writer, config.trigger, ours), background)
 
 
 def _applier(
@@ -135,7 +139,7 @@ def _applier(
 ) -> Applier:
     """The applier of a pipeline: its checkpoint's state store, its target's sink."""
     store = StateStore(config.checkpoint)
-    sink = make_sink(config.target, store.pipeline_id(), config.engine, spark)
+    sink = make_sink(config.target, store.pipeline_id(), config.engine, spark, config.storage)
     dead = DeadLetterWriter(config.dead_letters or Path(config.checkpoint) / "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
     return Applier(
@@ -201,23 +205,12 @@ class _BatchHandler:
             self.on_batch(report)
 
 
-def _triggered(writer: Any, trigger: str) -> Any:
-    """The stream writer with its trigger: ``once`` (everything available, in bounded
-    micro-batches, then stop) or every so many seconds."""
-    if trigger == "once":
-        return writer.trigger(availableNow=True)
-    try:
-        seconds = float(trigger)
-    except ValueError:
-        raise ConfigError(f"--trigger is 'once' or seconds, not {trigger!r}") from None
-    return writer.trigger(processingTime=f"{seconds} seconds")
-
-
 def run(spark: Any, config: PipelineConfig, on_batch: OnBatch | None = None) -> None:
     """Run the pipeline until it has consumed everything (trigger once) or is stopped; each
     micro-batch bounded (:func:`~ticdc_spark.spark.sources.bounded_source_options`)."""
     options = bounded_source_options(config.source, config.protocol, config.source_options)
-    source_df = read_source(spark, config.source, options, config.checkpoint)
+    options = once_options(options, config.trigger)  # (the end fixed at the start: trigger.py)
+    source_df = read_source(spark, config.source, options, config.checkpoint, config.kafka_source)
     query = start(spark, source_df, config, on_batch)
     try:
         query.awaitTermination()

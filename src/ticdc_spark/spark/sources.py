@@ -42,11 +42,18 @@ def read_source(
     source: str,
     options: Mapping[str, str] | None = None,
     checkpoint: str | None = None,
+    kafka_source: str = "ticdc",
 ) -> Any:
     """A streaming DataFrame with Spark's Kafka-source columns for a source spec.  With a
     ``checkpoint`` (the pipeline's), a Kafka source keeps the initial offsets it resolved
-    there, so a restart re-running batch 0 starts where the first run did."""
+    there, so a restart re-running batch 0 starts where the first run did.  A ``kafka://``
+    source is read by ours, or with ``kafka_source="spark"`` by Spark's own."""
     options = dict(options or {})
+    if is_kafka_uri(source) and kafka_source != "ticdc":
+        from ticdc_spark.spark.spark_kafka import read_spark_kafka
+
+        _mask_secret_options(spark)
+        return read_spark_kafka(spark, kafka_options(source, options), kafka_source)
     if is_kafka_uri(source):
         if checkpoint is not None and not any(k.lower() == "initialoffsetspath" for k in options):
             options["initialOffsetsPath"] = str(Path(checkpoint) / "kafka-initial-offsets.json")

@@ -12,6 +12,7 @@ import pyarrow as pa
 from ticdc_spark.model import TableSchema
 from ticdc_spark.sinks.base import TableSink, live
 from ticdc_spark.sinks.convert import convert_column
+from ticdc_spark.storage import StorageOptions
 from ticdc_spark.testing.expected import ExpectedTable, load_expected
 from ticdc_spark.types import Family, parse_time
 
@@ -98,7 +99,7 @@ def verify_sink(sink: Any, expected_dir: str | Path) -> list[TableReport]:
     return reports
 
 
-def target_sink(target: str, engine: str) -> TableSink:
+def target_sink(target: str, engine: str, storage: StorageOptions | None = None) -> TableSink:
     """A sink to read a target's tables as ``engine`` wrote them (the spark engine's through
     a local Spark session with the format's jars)."""
     from ticdc_spark.sinks import make_sink
@@ -109,4 +110,4 @@ def target_sink(target: str, engine: str) -> TableSink:
     spark = local_session("ticdc-spark verify", features=features) if features else None
     if spark is not None:
         spark.sparkContext.setLogLevel("ERROR")
-    return make_sink(target, engine=engine, spark=spark)
+    return make_sink(target, engine=engine, spark=spark, storage=storage)

@@ -24,6 +24,7 @@ from ticdc_spark.sinks.base import TableKey
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.sinks.spark.base import SparkTableSink
 from ticdc_spark.sinks.spark.sql import quote, sql_literal
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["SparkDeltaSink"]
 
@@ -63,7 +64,9 @@ class SparkDeltaSink(SparkTableSink):
         self.root = self.files.root
 
     @classmethod
-    def from_target(cls, location: str, app_id: str) -> SparkDeltaSink:
+    def from_target(
+        cls, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> SparkDeltaSink:
         raise NotImplementedError("the Spark engine's sinks are made by from_spark")
 
     @classmethod

@@ -27,6 +27,7 @@ from ticdc_spark.sinks.base import TableKey
 from ticdc_spark.sinks.iceberg import VERSION_PROPERTY, parse_iceberg_target
 from ticdc_spark.sinks.spark.base import SparkTableSink
 from ticdc_spark.sinks.spark.sql import quote
+from ticdc_spark.storage import StorageOptions
 
 __all__ = ["SparkIcebergSink", "catalog_settings"]
 
@@ -99,7 +100,9 @@ class SparkIcebergSink(SparkTableSink):
         self.settings = catalog_settings(catalog_uri, warehouse)
 
     @classmethod
-    def from_target(cls, location: str, app_id: str) -> SparkIcebergSink:
+    def from_target(
+        cls, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> SparkIcebergSink:
         raise NotImplementedError("the Spark engine's sinks are made by from_spark")
 
     @classmethod

@@ -21,6 +21,7 @@ __all__ = [
     "Offsets",
     "SourceConfig",
     "Timestamps",
+    "canonical",
     "headers_included",
     "parse_spec",
     "report_data_loss",
@@ -30,6 +31,16 @@ log = logging.getLogger(__name__)
 
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as text, JSON keys) -> offset
 EARLIEST, LATEST = -2, -1
+
+
+def canonical(offsets: Offsets) -> Offsets:
+    """``offsets`` with topics and partitions in order: Spark compares a source's offsets as
+    JSON text, so two equal offsets written in another order would be a micro-batch of no
+    records, run again and again."""
+    return {
+        topic: dict(sorted(offsets[topic].items(), key=lambda p: int(p[0])))
+        for topic in sorted(offsets)
+    }
 
 
 # Kafka client settings Spark's Kafka source refuses, with its reasons.
@@ -47,7 +58,7 @@ _REFUSED_CLIENT_SETTINGS = {
 _STARTING_OPTIONS = ("startingTimestamp", "startingOffsetsByTimestamp", "startingOffsets")
 _ENDING_OPTIONS = ("endingTimestamp", "endingOffsetsByTimestamp", "endingOffsets")
 # Streaming-only options: Spark ignores them in batch queries with a warning, as here.
-_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay")
+_STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "availableNow")
 
 
 def _check_options(lowered: Mapping[str, str], mode: str) -> None:
@@ -220,6 +231,7 @@ class SourceConfig:
     max_records_per_partition: int | None = None
     fetch_attempts: int = 3
     fetch_interval_s: float = 1.0
+    available_now: bool = False  # the end fixed when the query starts (ticdc_spark.spark.trigger)
     query_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def consumer_config(self, role: str) -> dict[str, Any]:
@@ -266,9 +278,17 @@ class SourceConfig:
             max_records_per_partition=_positive(lowered, "maxRecordsPerPartition"),
             fetch_attempts=max(1, int(lowered.get("fetchoffset.numretries", "3"))),
             fetch_interval_s=int(lowered.get("fetchoffset.retryintervalms", "1000")) / 1000,
+            available_now=_flag(lowered, "availableNow"),
             group_prefix=lowered.get("groupidprefix")
             or ("spark-kafka-relation" if mode == "batch" else "spark-kafka-source"),
         )
+
+
+def _flag(lowered: Mapping[str, str], name: str) -> bool:
+    text = lowered.get(name.lower(), "false").strip().lower()
+    if text not in ("true", "false"):
+        raise ConfigError(f"{name} must be true or false, not {text!r}")
+    return text == "true"
 
 
 def headers_included(options: Mapping[str, str]) -> bool:

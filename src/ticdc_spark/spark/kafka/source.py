@@ -25,13 +25,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
 
 from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.spark.kafka.offsets import (
@@ -48,11 +41,13 @@ from ticdc_spark.spark.kafka.options import (
     LATEST,
     Offsets,
     SourceConfig,
+    canonical,
     headers_included,
     report_data_loss,
 )
 from ticdc_spark.spark.kafka.reader import read_partition
 from ticdc_spark.spark.kafka.schema import KafkaColumnsSource, spark_kafka_schema
+from ticdc_spark.spark.stream_start import StreamStart
 
 __all__ = ["KafkaDataSource", "register", "topic_partitions"]
 
@@ -101,10 +96,23 @@ class _BatchReader(DataSourceReader):
         return read_partition(partition)
 
 
-class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _StreamReader(DataSourceStreamReader):
+    """The streaming reader on Spark 4.1's Python source protocol.
+
+    Spark 4.1 asks a Python source for ``latestOffset()`` with neither the start of the next
+    micro-batch nor a read limit (admission control for Python sources comes in Spark 4.2),
+    so the reader bounds each micro-batch itself (maxOffsetsPerTrigger,
+    minOffsetsPerTrigger) from where the next one starts (:class:`~ticdc_spark.spark.
+    stream_start.StreamStart`: the initial offsets, the end of each micro-batch planned,
+    the offsets of Spark's log on a restart).  With ``availableNow`` (what ``replicate
+    --trigger once`` runs) its end is fixed when the query starts; see
+    :mod:`ticdc_spark.spark.trigger`."""
+
     def __init__(self, config: SourceConfig) -> None:
         self.config = config
-        self.target: Offsets | None = None
+        bounded = config.max_offsets > 0 or bool(config.min_offsets)
+        self.start = StreamStart("ticdc-kafka", bounded)
+        self.end_at_start: Offsets | None = None  # (availableNow)
         self.initial: Offsets | None = None
         self.last_trigger = 0.0  # when the last batch was let through (minOffsetsPerTrigger)
 
@@ -123,35 +131,30 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             finally:
                 metadata.close()
             store_offsets(self.config.initial_offsets_path, self.initial)
-        return {topic: dict(partitions) for topic, partitions in self.initial.items()}
+        return canonical(self.initial)
 
-    def getDefaultReadLimit(self) -> ReadLimit:
-        # PySpark has no composite limit: with both options, latestOffset applies
-        # minOffsetsPerTrigger from the configuration
+    def latestOffset(self) -> Offsets:
+        """The end of the next micro-batch: the broker's end offsets as they are (lower than
+        the start if a topic was re-created, without the partitions that are gone:
+        :meth:`partitions` reports both, as Spark does), or with ``availableNow`` as they
+        were at the query's first call.  From the start of the next micro-batch: the start
+        again (no batch) while fewer than minOffsetsPerTrigger records wait and
+        maxTriggerDelay has not passed since the last batch (not with ``availableNow``,
+        which must finish), and at most maxOffsetsPerTrigger records, as Spark's
+        KafkaMicroBatchStream."""
+        start = self.start.get(self.initialOffset)
+        if self.config.available_now:
+            if self.end_at_start is None:
+                self.end_at_start = self._latest()
+            end = canonical(self.end_at_start)
+        else:
+            end = canonical(self._latest())
+        waits = self.config.min_offsets and not self.config.available_now
+        if waits and self._delay(start, end):
+            return canonical(start)
         if self.config.max_offsets > 0:
-            return ReadMaxRows(self.config.max_offsets)
-        if self.config.min_offsets:
-            return ReadMinRows(self.config.min_offsets)
-        return ReadAllAvailable()
-
-    def latestOffset(self, start: Offsets, limit: ReadLimit) -> Offsets:
-        """The broker's end offsets as they are, lower than ``start`` if a topic was
-        re-created, without the partitions that are gone (:meth:`partitions` reports both,
-        as Spark does).  Unless all available is asked for (Trigger.AvailableNow):
-        ``start`` again (no batch) while fewer than minOffsetsPerTrigger records wait and
-        maxTriggerDelay has not passed since the last batch (not under AvailableNow), and
-        at most
-        maxOffsetsPerTrigger records, as Spark's KafkaMicroBatchStream."""
-        latest = self.target or self._latest()
-        end = {t: dict(ps) for t, ps in latest.items()}
-        if isinstance(limit, ReadAllAvailable):
-            return end
-        if self.config.min_offsets and self.target is None and self._delay(start, end):
-            # (not under Trigger.AvailableNow, which must finish: PySpark's ReadMinRows note)
-            return {t: dict(ps) for t, ps in start.items()}
-        most = limit.max_rows if isinstance(limit, ReadMaxRows) else self.config.max_offsets
-        if most > 0:
-            end = limit_offsets(with_new_partitions(start, end, self.config), end, most)
+            since = with_new_partitions(start, end, self.config)
+            end = canonical(limit_offsets(since, end, self.config.max_offsets))
         return end
 
     def _delay(self, start: Offsets, end: Offsets) -> bool:
@@ -180,14 +183,14 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest.setdefault(topic, {})[str(partition)] = high
         return latest
 
-    def prepareForTriggerAvailableNow(self) -> None:
-        self.target = self._latest()
-
     def partitions(self, start: Offsets, end: Offsets) -> list[InputPartition]:
         """The ranges from ``start`` to ``end``, reporting what Spark's Kafka source reports
         as data loss: partitions gone, partitions added with records already deleted,
         offsets gone backwards (a re-created topic).  With ``failOnDataLoss`` (the default)
-        each fails the query; otherwise it is logged and the query goes on from ``end``."""
+        each fails the query; otherwise it is logged and the query goes on from ``end``.
+        The next micro-batch starts at ``end`` (Spark 4.1 plans ``(latest, latest)`` first on
+        a restart: where its log says the query is)."""
+        self.start.planned(start, end)
         for topic, partitions in sorted(start.items()):
             gone = sorted(p for p in partitions if p not in end.get(topic, {}))
             if gone:
@@ -206,7 +209,9 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         f"partition {topic}-{partition}'s offset went back from {begin} to "
                         f"{until} (topic re-created?): some data may have been missed",
                     )
-        return plan_ranges(since, end, self.config)
+        ranges = plan_ranges(since, end, self.config)
+        self.start.moved(end)
+        return ranges
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition)
