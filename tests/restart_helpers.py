@@ -166,7 +166,11 @@ def target(kind: str, root: Path) -> str:
 
 
 def harness_command(
-    checkpoint: Path, target_spec: str, batches: Path, protocol: str = "canal-json"
+    checkpoint: Path,
+    target_spec: str,
+    batches: Path,
+    protocol: str = "canal-json",
+    engine: str = "embedded",
 ) -> list[str]:
     return [
         sys.executable,
@@ -175,6 +179,7 @@ def harness_command(
         target_spec,
         str(batches),
         protocol,
+        engine,
     ]
 
 
@@ -193,10 +198,11 @@ def run_harness(
     batches: Path,
     crash_at: str | None,
     protocol: str = "canal-json",
+    engine: str = "embedded",
 ) -> int:
-    command = harness_command(checkpoint, target_spec, batches, protocol)
+    command = harness_command(checkpoint, target_spec, batches, protocol, engine)
     done = subprocess.run(
-        command, env=environment(crash_at), capture_output=True, timeout=300, check=False
+        command, env=environment(crash_at), capture_output=True, timeout=600, check=False
     )
     if done.returncode not in (0, 86):
         raise AssertionError(done.stderr.decode()[-3000:])
@@ -212,9 +218,16 @@ def assert_same_tables(killed: Any, calm: Any) -> None:
         assert killed.read(key).sort_by("id").to_pylist() == expected, key
 
 
-def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> None:
+def reader(target_spec: str, engine: str, spark: Any = None) -> Any:
+    """A sink to read a target's tables as ``engine`` wrote them."""
+    from ticdc_spark.sinks import make_sink
+
+    return make_sink(target_spec, engine=engine, spark=spark if engine == "spark" else None)
+
+
+def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str, engine: str) -> None:
     """``replicate``'s serial apply over prepared micro-batches, a commit file per batch
-    (the protocol's default codec options)."""
+    (the protocol's default codec options), by ``engine``."""
     import pyarrow as pa
 
     from ticdc_spark.pipeline.apply import Applier
@@ -226,8 +239,15 @@ def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> 
     commits = Path(checkpoint) / "spark" / "commits"
     commits.mkdir(parents=True, exist_ok=True)
     store = StateStore(checkpoint)
+    spark = None
+    if engine == "spark":
+        from ticdc_spark.spark.jars import engine_features
+        from ticdc_spark.spark.session import local_session
+
+        spark = local_session("kill-harness", features=engine_features(target_spec, engine))
+        spark.sparkContext.setLogLevel("ERROR")
     applier = Applier(
-        make_sink(target_spec, app_id=store.pipeline_id()),
+        make_sink(target_spec, store.pipeline_id(), engine, spark),
         store,
         capabilities=Capabilities.of(protocol),
     )
@@ -250,4 +270,4 @@ def _harness(checkpoint: str, target_spec: str, batches: str, protocol: str) -> 
 
 
 if __name__ == "__main__":
-    _harness(*sys.argv[1:5])
+    _harness(*sys.argv[1:6])

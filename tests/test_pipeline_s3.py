@@ -31,6 +31,7 @@ def test_replicate_to_tables_on_s3_with_a_local_checkpoint(
         else f"iceberg:sqlite:///{tmp_path / 'catalog.db'}#{s3_root}/warehouse"
     )
     config = PipelineConfig(
+        engine="embedded",
         source=str(write_capture_dir(produce(workload, "canal-json", OPTIONS), tmp_path)),
         protocol="canal-json",
         target=target,
@@ -61,7 +62,16 @@ def test_a_checkpoint_on_an_object_store_is_refused_for_now(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Not taken as a local directory named ``s3:``."""
-    args = ["replicate", "--source", str(tmp_path), "-p", "canal-json", "--target"]
+    args = [
+        "replicate",
+        "--engine",
+        "embedded",
+        "--source",
+        str(tmp_path),
+        "-p",
+        "canal-json",
+        "--target",
+    ]
     args += [f"delta:{tmp_path / 'lake'}", "--checkpoint", "s3://lake/ckpt"]
     assert main(args) == 2
     assert "--checkpoint must be a local directory for now" in capsys.readouterr().err

@@ -133,6 +133,7 @@ class Applier:
         the report counts them.  The batch's dead letters."""
 
         def apply_step(number: int, step: Step) -> StepResult | None:
+            set_batch(batch)  # (the worker thread's: points inside the sinks name the batch)
             version = batch * STEPS_PER_BATCH + number
             replayed = self._renamed_since(plan.steps, number, version)
             result = self._apply_step(step, version, replayed)

@@ -34,6 +34,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 
 from ticdc_spark.model import TableSchema
+from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.sinks.base import StepResult, TableKey, TableSink, _default_column
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, table_arrow_schema, typed_rows
 from ticdc_spark.sinks.spark.sql import (
@@ -265,6 +266,7 @@ class SparkTableSink(TableSink):
             self.rewrite(schema, version, renamed or {})
             return
         self._change_in_place(key, change)
+        crash_point("schema-changed")
         self.record_version(key, version)
 
     def _change_in_place(self, key: TableKey, change: SchemaChange) -> None:
