@@ -8,13 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ticdc_spark.workload import Workload
 
 from pipeline_helpers import assert_matches, produce, write_capture_dir
 from s3_server import BUCKET
 from ticdc_spark.cli import main
-from ticdc_spark.spark.pipeline import PipelineConfig, make_sink, run
+from ticdc_spark.sinks import make_sink
+from ticdc_spark.spark.pipeline import PipelineConfig, run
 from ticdc_spark.storage import StorageOptions
+from ticdc_spark.testing.workload import Workload
 
 OPTIONS = {"enable-tidb-extension": "true"}
 

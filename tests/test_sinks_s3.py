@@ -13,11 +13,12 @@ from typing import Any
 
 import orjson
 import pytest
-from ticdc_spark.apply import Applier, StateStore
-from ticdc_spark.crashpoints import CRASH_EXIT_CODE
 
 from test_apply_edge_cases import Script
 from ticdc_spark.model import DDLType
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.checkpoint import StateStore
+from ticdc_spark.pipeline.failpoints import CRASH_EXIT_CODE
 from ticdc_spark.sinks.base import live
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.sinks.delta_objects import PENDING
@@ -83,7 +84,8 @@ def test_delta_table_names_that_need_escaping_round_trip_on_s3(
 _APPLY = textwrap.dedent(
     """
     import sys, orjson, pyarrow as pa
-    from ticdc_spark.apply import Applier, StateStore
+    from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.checkpoint import StateStore
     from ticdc_spark.sinks.delta import DeltaSink
     from ticdc_spark.storage import StorageOptions
     root, values, checkpoint, batch = sys.argv[1:5]

@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 import pytest
-from ticdc_spark.apply import Applier, StateStore
 
 from s3_server import BUCKET, SECRET_KEY, SeaweedFS
 from test_apply_edge_cases import Script
@@ -21,6 +20,8 @@ from test_canal_json_options import _row
 from ticdc_spark.codec import Message, make_decoder, make_encoder
 from ticdc_spark.errors import DecodeError, StorageError
 from ticdc_spark.model import RowKind
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.sinks.base import live
 from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.storage import Lease, LeaseLost, StorageOptions, open_store
