@@ -1,5 +1,5 @@
 """Shared fixtures: the specification examples and golden files (``tests/fixtures/``), and
-the Spark session and Kafka broker the integration tests share."""
+the Spark session, Spark cluster and Kafka broker the integration tests share."""
 
 from __future__ import annotations
 
@@ -59,6 +59,19 @@ def spark():  # type: ignore[no-untyped-def]
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():  # type: ignore[no-untyped-def]
+    """A standalone Spark cluster of two workers, one core each (tests/spark_cluster.py),
+    for the whole test run, started on first use: ``replicate --master`` runs on it."""
+    from spark_cluster import SparkCluster
+
+    cluster = SparkCluster(workers=2).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

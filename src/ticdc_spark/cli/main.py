@@ -11,6 +11,7 @@ from ticdc_spark.cli import bench, codec, pipeline
 from ticdc_spark.cli.args import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, BadInput
 from ticdc_spark.errors import (
     CaptureError,
+    ClusterUnreachable,
     ConfigError,
     DecodeError,
     EncodeError,
@@ -33,7 +34,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (BadInput, ConfigError, CaptureError, DecodeError, EncodeError) as exc:
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except (RegistryError, KafkaUnreachable, StorageError) as exc:  # (the service, not input)
+    except (
+        RegistryError,
+        KafkaUnreachable,
+        ClusterUnreachable,
+        StorageError,
+    ) as exc:  # (a service)
         print(f"ticdc-spark {args.command}: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except BrokenPipeError:  # e.g. piped into `head`

@@ -134,10 +134,16 @@ def _resource_arguments(parser: argparse.ArgumentParser) -> None:
         help="apply each micro-batch before reading the next (default: apply it while Spark "
         "reads the next, with the batch logged to the checkpoint first)",
     )
+    parser.add_argument(
+        "--master",
+        metavar="spark://HOST:PORT",
+        help="run the executors on this Spark cluster, the driver here (default: local, two "
+        "cores; see docs/pipeline.md, On a cluster)",
+    )
     key_values_argument(
         parser,
         "--spark-conf",
-        help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
+        help="a Spark setting for the session, e.g. spark.driver.memory=8g (repeatable)",
     )
     _engine_arguments(parser)
 
@@ -171,9 +177,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
     stop it any time, run it again, it resumes exactly.
     """
     from ticdc_spark.io.kafka import check_reachable, is_kafka_uri
-    from ticdc_spark.spark.jars import engine_features
-    from ticdc_spark.spark.pipeline import check_mode, run
-    from ticdc_spark.spark.session import local_session
+    from ticdc_spark.spark.pipeline import check_mode, pipeline_session, run
 
     config = _replicate_config(args)
     TableFilter(config.table_filter)  # (a bad rule: exit 2 before Spark starts)
@@ -182,10 +186,7 @@ def _run_replicate(args: argparse.Namespace) -> int:
     if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
         check_reachable(config.source, config.source_options)
     settings = parse_key_values(args.spark_conf, "--spark-conf")
-    features = engine_features(config.target, config.engine)
-    if is_kafka_uri(config.source) and args.kafka_source == "spark":
-        features += ("kafka",)
-    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
+    spark = pipeline_session(config, settings, "ticdc-spark replicate")
     spark.sparkContext.setLogLevel("ERROR")
     totals = _Totals()
     run(spark, config, on_batch=lambda r: totals.add(r, quiet=args.quiet))
@@ -216,6 +217,7 @@ def _replicate_config(args: argparse.Namespace) -> Any:
     if args.max_held_rows is not None:
         config.max_held_rows = args.max_held_rows
     config.engine, config.apply_threads = args.engine, args.apply_threads
+    config.master = args.master
     return config
 
 

@@ -45,6 +45,7 @@ from ticdc_spark.sinks import make_sink
 from ticdc_spark.spark.decode import decode
 from ticdc_spark.spark.jars import check_session, engine_features
 from ticdc_spark.spark.overlap import Background, RunningPipeline
+from ticdc_spark.spark.session import spark_session
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 from ticdc_spark.spark.trigger import once_options, start_query
 from ticdc_spark.storage import StorageOptions
@@ -54,6 +55,7 @@ __all__ = [
     "RunningPipeline",
     "check_mode",
     "default_mode",
+    "pipeline_session",
     "run",
     "start",
 ]
@@ -83,6 +85,7 @@ class PipelineConfig:
     storage: StorageOptions = field(default_factory=StorageOptions.from_environment)
     engine: str = Engine.SPARK  # a policy.Engine: what applies the steps to the tables
     apply_threads: int = 0  # tables applied at once (0: the engine's default)
+    master: str | None = None  # spark://HOST:PORT: the executors on that cluster (None: local)
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -97,6 +100,18 @@ def default_mode(protocol: str) -> str:
 def check_mode(protocol: str, mode: str) -> None:
     """Refuse consistent mode for a protocol without watermarks, saying why."""
     Capabilities.of(protocol).check_mode(mode)
+
+
+def pipeline_session(
+    config: PipelineConfig, settings: dict[str, str] | None = None, app: str = "ticdc-spark"
+) -> Any:
+    """The session ``config`` runs on: local, or the driver here and the executors on the
+    cluster at ``config.master``; with the JVM libraries its target's engine and its Kafka
+    source need (resolved once, shipped by Spark to the executors)."""
+    features = engine_features(config.target, config.engine)
+    if is_kafka_uri(config.source) and config.kafka_source == "spark":
+        features += ("kafka",)
+    return spark_session(app, config.master, settings=settings, features=features)
 
 
 def start(
