@@ -111,8 +111,9 @@ class SparkCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOCAL_DIRS": str(directory / "local"),  # executors' scratch (shuffles)
             "SPARK_DAEMON_MEMORY": DAEMON_HEAP,
-            # a port taken meanwhile fails the start (rather than a master on another port)
-            "SPARK_MASTER_OPTS": "-Dspark.port.maxRetries=0",
+            # a port taken meanwhile fails the start (rather than a master on another port);
+            # no REST submission server (its fixed port 6066 may be another cluster's)
+            "SPARK_MASTER_OPTS": "-Dspark.port.maxRetries=0 -Dspark.master.rest.enabled=false",
         }
         with open(directory / "daemon.log", "wb") as log:
             self.processes[name] = subprocess.Popen(
