@@ -1,5 +1,5 @@
 """Shared fixtures: the specification examples and golden files (``tests/fixtures/``), and
-the Spark session and Kafka broker the integration tests share."""
+the Spark session, Spark cluster and Kafka broker the integration tests share."""
 
 from __future__ import annotations
 
@@ -55,10 +55,24 @@ def spark():  # type: ignore[no-untyped-def]
     Central once per machine; S3A is pointed at a server by :func:`spark_s3`)."""
     from ticdc_spark.spark.session import local_session
 
-    session = local_session("ticdc-spark-tests", features=["kafka", "s3"])
+    # (Spark's Kafka source; Delta's and Iceberg's Spark integrations: the spark engine)
+    session = local_session("ticdc-spark-tests", features=("kafka", "s3", "delta", "iceberg"))
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster():  # type: ignore[no-untyped-def]
+    """A standalone Spark cluster of two workers, one core each (tests/spark_cluster.py),
+    for the whole test run, started on first use: ``replicate --master`` runs on it."""
+    from spark_cluster import SparkCluster
+
+    cluster = SparkCluster(workers=2).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -175,6 +175,7 @@ def harness_command(
     protocol: str = "canal-json",
     mode: str = "consistent",
     changelog_tables: bool = False,
+    engine: str = "embedded",
 ) -> list[str]:
     return [
         sys.executable,
@@ -185,6 +186,7 @@ def harness_command(
         protocol,
         mode,
         "changelog-tables" if changelog_tables else "",
+        engine,
     ]
 
 
@@ -223,10 +225,13 @@ def run_harness(
     mode: str = "consistent",
     changelog_tables: bool = False,
     storage: dict[str, str] | None = None,
+    engine: str = "embedded",
 ) -> int:
-    command = harness_command(checkpoint, target_spec, batches, protocol, mode, changelog_tables)
+    command = harness_command(
+        checkpoint, target_spec, batches, protocol, mode, changelog_tables, engine
+    )
     env = harness_environment(crash_at, storage)
-    done = subprocess.run(command, env=env, capture_output=True, timeout=300, check=False)
+    done = subprocess.run(command, env=env, capture_output=True, timeout=600, check=False)
     if done.returncode not in (0, 86):
         raise AssertionError(done.stderr.decode()[-3000:])
     return done.returncode
@@ -244,6 +249,13 @@ def assert_same_tables(killed: Any, calm: Any) -> None:
         assert actual.to_pylist() == expected.to_pylist(), key
 
 
+def reader(target_spec: str, engine: str, spark: Any = None) -> Any:
+    """A sink to read a target's tables as ``engine`` wrote them."""
+    from ticdc_spark.sinks import make_sink
+
+    return make_sink(target_spec, engine=engine, spark=spark if engine == "spark" else None)
+
+
 def _harness(
     checkpoint: str,
     target_spec: str,
@@ -251,10 +263,12 @@ def _harness(
     protocol: str,
     mode: str = "consistent",
     changelog_tables: str = "",
+    engine: str = "embedded",
 ) -> None:
     """``replicate``'s serial apply over prepared micro-batches, a commit file per batch
-    (the protocol's default codec options), tables with tombstones migrated first; the
-    checkpoint and the tables local or on an object store (configured by the environment)."""
+    (the protocol's default codec options), by ``engine``, tables with tombstones migrated
+    first; the checkpoint and the tables local or on an object store (configured by the
+    environment)."""
     import orjson
     import pyarrow as pa
 
@@ -267,10 +281,17 @@ def _harness(
     from ticdc_spark.storage import StorageOptions, join, open_store
 
     storage = StorageOptions.from_environment(orjson.loads(os.environ.get(HARNESS_STORAGE, "{}")))
-    spark = open_store(join(checkpoint, "spark"), storage)
+    spark_part = open_store(join(checkpoint, "spark"), storage)
     store = StateStore(checkpoint, storage=storage)
+    session = None
+    if engine == "spark":
+        from ticdc_spark.spark.jars import engine_features
+        from ticdc_spark.spark.session import local_session
+
+        session = local_session("kill-harness", features=engine_features(target_spec, engine))
+        session.sparkContext.setLogLevel("ERROR")
     applier = Applier(
-        make_sink(target_spec, app_id=store.pipeline_id(), storage=storage),
+        make_sink(target_spec, store.pipeline_id(), engine, session, storage),
         store,
         mode=mode,
         capabilities=Capabilities.of(protocol),
@@ -279,7 +300,7 @@ def _harness(
     _pause_when_asked()
     log = ChangelogLog(store.root, storage)
     migrate_tombstones(applier)
-    committed = max(spark_batches(spark, "commits"), default=-1)
+    committed = max(spark_batches(spark_part, "commits"), default=-1)
     applier.recover(log, committed)
     for path in sorted(Path(batches).glob("*.arrow"))[committed + 1 :]:
         batch = int(path.stem)
@@ -291,7 +312,7 @@ def _harness(
         crash_point("logged", batch)
         applier.apply(changes, batch)
         log.prune(store.oldest())
-        spark.write(f"commits/{batch}", b"v1\n")  # (written whole, as Spark's)
+        spark_part.write(f"commits/{batch}", b"v1\n")  # (written whole, as Spark's)
         crash_point("committed", batch)
 
 
@@ -333,4 +354,4 @@ def _pause_when_asked() -> None:
 
 
 if __name__ == "__main__":
-    _harness(*sys.argv[1:7])
+    _harness(*sys.argv[1:8])

@@ -219,6 +219,7 @@ def test_a_kill_while_spark_wrote_its_first_offsets_does_not_block_the_start(
     write_capture_dir(stream(), capture)
     leftover = _leftover_of_a_kill_before_batch_0(tmp_path / "checkpoint" / "spark")
     config = PipelineConfig(
+        engine="embedded",
         source=str(capture),
         protocol="canal-json",
         target=target("delta", tmp_path),

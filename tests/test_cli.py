@@ -175,7 +175,7 @@ def test_unknown_protocol_and_option_list_the_valid_ones(capsys) -> None:
 
 @pytest.mark.parametrize("flag", ["--source-option", "--spark-conf", "--option"])
 def test_a_malformed_setting_is_named_without_its_value(flag: str, tmp_path: Path, capsys) -> None:
-    argv = ["replicate", "--source", str(tmp_path), "-p", "canal-json"]
+    argv = ["replicate", "--engine", "embedded", "--source", str(tmp_path), "-p", "canal-json"]
     argv += ["--target", f"delta:{tmp_path}/lake", "--checkpoint", str(tmp_path / "ckpt")]
     code, _, err = run([*argv, flag, "a=1", flag, "kafka.sasl.password S3cr3t"], capsys)
     assert code == 2
@@ -205,7 +205,17 @@ def test_unknown_sources_and_targets_are_named_without_credentials(tmp_path: Pat
         (str(tmp_path), "Icebergg:postgresql://alice:S3cr3t@db/cat#wh"),
         ("kafka:///t?sasl.password=S3cr3t", f"delta:{tmp_path}/lake"),
     ]:
-        argv = ["replicate", "--source", source, "-p", "canal-json", "--target", target]
+        argv = [
+            "replicate",
+            "--engine",
+            "embedded",
+            "--source",
+            source,
+            "-p",
+            "canal-json",
+            "--target",
+            target,
+        ]
         code, _, err = run([*argv, "--checkpoint", ckpt], capsys)
         assert code == 2 and err
         assert "S3cr3t" not in err and "alice" not in err, err
@@ -289,7 +299,7 @@ def test_replicate_carries_the_filter_to_the_pipeline(tmp_path: Path, monkeypatc
     seen = []
     monkeypatch.setattr(session, "local_session", lambda *a, **k: _NoSpark())
     monkeypatch.setattr(pipeline, "run", lambda spark, config, on_batch: seen.append(config))
-    argv = ["replicate", "--source", str(tmp_path), "-p", "canal-json"]
+    argv = ["replicate", "--engine", "embedded", "--source", str(tmp_path), "-p", "canal-json"]
     argv += ["--target", f"delta:{tmp_path / 't'}", "--checkpoint", str(tmp_path / "c")]
     code, _, err = run([*argv, *FILTER], capsys)
     assert code == 0, err

@@ -220,6 +220,7 @@ def test_configs_print_without_credentials() -> None:
         "canal-json",
         "iceberg:postgresql://bob:S3cr3t@db/cat#wh",
         "/ckpt",
+        engine="embedded",
         source_options={"kafka.sasl.jaas.config": 'password="S3cr3t"'},
     )
     source = SourceConfig.parse(

@@ -159,6 +159,7 @@ def test_replicate_through_sasl_shows_no_credentials(kafka_cluster, tmp_path: Pa
     secret = f"kafka://{SASL_USER}:{SASL_PASSWORD}@{kafka_cluster.sasl_bootstrap}"
     command = [
         *(sys.executable, "-m", "ticdc_spark.cli", "replicate"),
+        *("--engine", "embedded"),
         *("--source", f"{secret}/{','.join(topics)}", "--protocol", "canal-json"),
         *("-o", "enable-tidb-extension=true", "--kafka-source", kafka_source),
         *("--source-option", "kafka.sasl.mechanism=SCRAM-SHA-256"),

@@ -22,6 +22,7 @@ def test_replicate_from_an_unreachable_broker_says_so_in_one_line(
 ) -> None:
     command = [
         *(sys.executable, "-m", "ticdc_spark.cli", "replicate"),
+        *("--engine", "embedded"),
         *("--source", "kafka://127.0.0.1:1/t", "--protocol", "canal-json"),
         *("--target", f"delta:{tmp_path / 'table'}", "--checkpoint", str(tmp_path / "ckpt")),
         *("--kafka-source", kafka_source),

@@ -61,6 +61,7 @@ def _produce(
 
 def _config(source: str, protocol: str, target: str, root: Path) -> PipelineConfig:
     return PipelineConfig(
+        engine="embedded",
         source=source,
         protocol=protocol,
         target=target,
@@ -143,6 +144,8 @@ def test_kill_and_restart_gives_the_tables_of_a_run_that_never_stopped(
         "-m",
         "ticdc_spark.cli",
         "replicate",
+        "--engine",
+        "embedded",
         "--source",
         source,
         "--protocol",
@@ -277,6 +280,7 @@ def _capture_with_a_bad_insert(root: Path, where: str) -> tuple[Workload, Pipeli
         with open(source / f"part-{number:04d}.jsonl", "wb") as out:
             write_capture(messages[start : start + 40], out)
     config = PipelineConfig(
+        engine="embedded",
         source=str(source),
         protocol=protocol,
         target=f"delta:{root / 'lake'}",
@@ -346,6 +350,7 @@ def test_a_table_filter_keeps_filtered_tables_out_of_the_pipeline(spark, tmp_pat
     messages.insert(filtered[-1] + 1, Message(None, orjson.dumps(bad)))
     source = write_capture_dir(messages, tmp_path)
     config = PipelineConfig(
+        engine="embedded",
         source=str(source),
         protocol=protocol,
         target=f"delta:{tmp_path / 'lake'}",

@@ -77,6 +77,7 @@ def test_trigger_once_applies_a_backlog_in_bounded_micro_batches(
     monkeypatch.setattr(sources, "DEFAULT_CHANGES_PER_BATCH", 150)
     target = f"delta:{tmp_path / 'lake'}"
     config = PipelineConfig(
+        engine="embedded",
         source=str(tmp_path / "capture"),
         protocol="canal-json",
         target=target,
@@ -134,6 +135,7 @@ def test_bounded_micro_batches_of_one_partition_wait_for_the_others(
         first = first or len(mine)
     target = f"delta:{tmp_path / 'lake'}"
     config = PipelineConfig(
+        engine="embedded",
         source=str(source),
         protocol="canal-json",
         target=target,

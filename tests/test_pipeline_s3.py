@@ -50,6 +50,7 @@ def test_replicate_to_tables_on_s3(
     workload = _workload()
     local = checkpoint_on == "local"
     config = PipelineConfig(
+        engine="embedded",
         source=str(write_capture_dir(produce(workload, "canal-json", OPTIONS), tmp_path)),
         protocol="canal-json",
         target=_target(kind, s3_root, tmp_path),

@@ -29,6 +29,7 @@ from restart_helpers import (
     assert_same_tables,
     environment,
     harness_command,
+    reader,
     run_harness,
     stream,
     target,
@@ -42,7 +43,7 @@ RECORDS_PER_BATCH = 12
 
 # In stream order, so that each restart reaches the next point; every one must be reached.
 HARNESS_POINTS = {
-    "delta": [
+    ("embedded", "delta"): [
         "offsets-written:1",
         "decoded:2",
         "logged:3",
@@ -55,7 +56,7 @@ HARNESS_POINTS = {
         "state-saved:*",
         "committed:*",
     ],
-    "iceberg": [
+    ("embedded", "iceberg"): [
         "offsets-written:1",
         "decoded:2",
         "logged:3",
@@ -67,7 +68,24 @@ HARNESS_POINTS = {
         "state-saved:*",
         "committed:*",
     ],
+    # The spark engine: its own points (each start costs a JVM: the harness's points before
+    # the apply are the same code as the embedded chains'); the stream's INT -> BIGINT is a
+    # schema change in place there (no rewrite), killed between the change and its version.
+    ("spark", "delta"): [
+        "logged:3",
+        "step:3:2",
+        "schema-changed",
+        "rename",
+        "drop",
+        "drop-deleting",
+        "state-saved:*",
+    ],
+    ("spark", "iceberg"): ["logged:3", "step:3:2", "schema-changed", "step:*:1", "state-saved:*"],
 }
+CHAINS = sorted(HARNESS_POINTS)
+# seconds before a random SIGKILL: the harness's start (a JVM for the spark engine) and then
+# its micro-batches
+KILL_AFTER = {"embedded": (0.5, 2.5), "spark": (10.0, 30.0)}
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +97,12 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     write_capture_dir(messages, root / "capture")
     batches = write_batches(messages, root / "batches", RECORDS_PER_BATCH)
     assert batches > 8
-    for kind in ("delta", "iceberg"):
-        assert (
-            run_harness(
-                root / kind / "checkpoint", target(kind, root / kind), root / "batches", None
-            )
-            == 0
+    for engine, kind in CHAINS:
+        calm = root / engine / kind
+        code = run_harness(
+            calm / "checkpoint", target(kind, calm), root / "batches", None, engine=engine
         )
+        assert code == 0
     return {"root": root, "capture": root / "capture", "batches": root / "batches"}
 
 
@@ -102,32 +119,37 @@ def _damage_latest_state(checkpoint: Path, how: str) -> Path:
     return latest
 
 
-@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+@pytest.mark.parametrize(("engine", "kind"), CHAINS)
 def test_killed_at_every_sink_point_and_at_random(
-    prepared: dict[str, Path], tmp_path: Path, kind: str
+    prepared: dict[str, Path],
+    tmp_path: Path,
+    engine: str,
+    kind: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     checkpoint, spec = tmp_path / "checkpoint", target(kind, tmp_path)
-    for number, point in enumerate(HARNESS_POINTS[kind]):
-        code = run_harness(checkpoint, spec, prepared["batches"], point)
+    for number, point in enumerate(HARNESS_POINTS[(engine, kind)]):
+        code = run_harness(checkpoint, spec, prepared["batches"], point, engine=engine)
         assert code == CRASH_EXIT_CODE, f"{point} was never reached"
-        if number == 3:  # the consumer state of the last committed batch lost ...
+        if engine == "embedded" and number == 3:  # the state of the last committed batch lost
             _damage_latest_state(checkpoint, "delete")
-        if number == 6:  # ... or damaged: rebuilt from the logged micro-batches
+        if engine == "embedded" and number == 6:  # ... or damaged: rebuilt from the log
             _damage_latest_state(checkpoint, "corrupt")
     rng = random.Random(16)
-    for _ in range(3):  # SIGKILL at random moments (inside delta-rs or pyiceberg commits too)
+    for _ in range(3 if engine == "embedded" else 2):  # SIGKILL at random moments (in commits)
         process = subprocess.Popen(
-            harness_command(checkpoint, spec, prepared["batches"]),
+            harness_command(checkpoint, spec, prepared["batches"], engine=engine),
             env=environment(),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        time.sleep(rng.uniform(0.5, 2.5))
+        time.sleep(rng.uniform(*KILL_AFTER[engine]))
         process.send_signal(signal.SIGKILL)
         process.wait(30)
-    assert run_harness(checkpoint, spec, prepared["batches"], None) == 0
-    calm = make_sink(target(kind, prepared["root"] / kind))
-    assert_same_tables(make_sink(spec), calm)
+    assert run_harness(checkpoint, spec, prepared["batches"], None, engine=engine) == 0
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    calm = reader(target(kind, prepared["root"] / engine / kind), engine, spark)
+    assert_same_tables(reader(spec, engine, spark), calm)
 
 
 # The Spark-side points through replicate itself, with its overlapped apply: a batch logged
@@ -148,6 +170,8 @@ def test_replicate_killed_at_the_spark_points(prepared: dict[str, Path], tmp_pat
         "-m",
         "ticdc_spark.cli",
         "replicate",
+        "--engine",
+        "embedded",
         "--source",
         str(prepared["capture"]),
         "--protocol",
@@ -170,5 +194,5 @@ def test_replicate_killed_at_the_spark_points(prepared: dict[str, Path], tmp_pat
         assert done.returncode == CRASH_EXIT_CODE, (point, done.stderr.decode()[-3000:])
     done = subprocess.run(command, env=environment(), capture_output=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
-    calm = make_sink(target(kind, prepared["root"] / kind))
+    calm = make_sink(target(kind, prepared["root"] / "embedded" / kind))
     assert_same_tables(make_sink(spec), calm)

@@ -30,6 +30,7 @@ def test_a_capture_met_mid_stream(spark, tmp_path: Path, fmt: str) -> None:
     batches = simple_stream.batches("json")
     write_capture_dir([m for batch in batches for m in batch], tmp_path / "capture")
     config = PipelineConfig(
+        engine="embedded",
         source=str(tmp_path / "capture"),
         protocol="simple",
         target=target(fmt, tmp_path),
@@ -65,6 +66,7 @@ def test_avro_workload_through_kafka(spark, kafka_broker: str, tmp_path: Path) -
         partitions=3,
     )
     config = PipelineConfig(
+        engine="embedded",
         source=f"kafka://{kafka_broker}/{','.join(topics)}",
         protocol="simple",
         target=f"delta:{tmp_path / 'lake'}",

@@ -11,6 +11,7 @@ __all__ = [
     "CHECKPOINT_WAY_OUT",
     "CaptureError",
     "CheckpointError",
+    "ClusterUnreachable",
     "ConfigError",
     "DDLParseError",
     "DamagedState",
@@ -171,6 +172,11 @@ class DamagedState(CheckpointError):
     @property
     def short(self) -> str:
         return f"{self.location} {self.problem}"
+
+
+class ClusterUnreachable(TiCDCSparkError):
+    """A Spark cluster's master did not answer, or granted no executors that run this
+    ticdc-spark: the job cannot start there."""
 
 
 class KafkaUnreachable(TiCDCSparkError):

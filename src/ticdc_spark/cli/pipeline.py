@@ -179,10 +179,38 @@ def _resource_arguments(parser: argparse.ArgumentParser) -> None:
         help="apply each micro-batch before reading the next (default: apply it while Spark "
         "reads the next, with the batch logged to the checkpoint first)",
     )
+    parser.add_argument(
+        "--master",
+        metavar="spark://HOST:PORT",
+        help="run the executors on this Spark cluster, the driver here (default: local, two "
+        "cores; see docs/pipeline.md, On a cluster)",
+    )
     key_values_argument(
         parser,
         "--spark-conf",
-        help="a Spark setting for the local session, e.g. spark.driver.memory=8g (repeatable)",
+        help="a Spark setting for the session, e.g. spark.driver.memory=8g (repeatable)",
+    )
+    _engine_arguments(parser)
+
+
+def _engine_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "embedded"),
+        default="spark",
+        help="what applies the changes: spark (Spark SQL MERGE in the executors: Delta with "
+        "deletion vectors, Iceberg merge-on-read; schema changes as metadata; Delta's and "
+        "Iceberg's Spark jars are fetched from Maven Central on first use and cached) or "
+        "embedded (delta-rs / pyiceberg on the driver, copy-on-write; no JVM jars). "
+        "Default: spark",
+    )
+    parser.add_argument(
+        "--apply-threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tables of a micro-batch applied at once (default: 8 with the spark engine, up "
+        "to 4 with embedded Delta, 1 with embedded Iceberg)",
     )
 
 
@@ -236,11 +264,9 @@ def _run_replicate(args: argparse.Namespace) -> int:
     if note:
         print(f"ticdc-spark replicate: {note}", file=sys.stderr)
     settings = console_settings(settings | parse_key_values(args.spark_conf, "--spark-conf"))
-    if is_kafka_uri(config.source) and args.kafka_source == "spark":
-        features += ("kafka",)
     lease = take_lease(config.checkpoint, config.storage)  # (another job's: before Spark starts)
     try:
-        spark = _session(features, settings, args.verbose)
+        spark = _session(config, features, settings, args.verbose)
     except BaseException:
         lease.release()
         raise
@@ -249,11 +275,13 @@ def _run_replicate(args: argparse.Namespace) -> int:
     return totals.finish(config)
 
 
-def _session(features: tuple[str, ...], settings: dict[str, str], verbose: bool) -> Any:
+def _session(
+    config: Any, features: tuple[str, ...], settings: dict[str, str], verbose: bool
+) -> Any:
     from ticdc_spark.spark.console import quiet
-    from ticdc_spark.spark.session import local_session
+    from ticdc_spark.spark.pipeline import pipeline_session
 
-    spark = local_session("ticdc-spark replicate", settings=settings, features=features)
+    spark = pipeline_session(config, settings, "ticdc-spark replicate", features)
     quiet(spark, verbose)
     return spark
 
@@ -291,6 +319,8 @@ def _replicate_config(args: argparse.Namespace) -> tuple[Any, str]:
         config.guard_retention = args.guard_retention
     if args.max_guards is not None:
         config.max_guards = args.max_guards
+    config.engine, config.apply_threads = args.engine, args.apply_threads
+    config.master = args.master
     return config, f"eventual mode: {why}" if why else ""
 
 
@@ -300,6 +330,14 @@ def add_verify(commands: Any) -> None:
         "--target", required=True, metavar="delta:PATH|iceberg:CATALOG_URI#WAREHOUSE"
     )
     parser.add_argument("--expected", required=True, metavar="DIR")
+    parser.add_argument(
+        "--engine",
+        choices=("spark", "embedded"),
+        default="spark",
+        help="read the tables as this engine wrote them: spark (Spark SQL; the only reader "
+        "of Delta tables with deletion vectors among the two) or embedded (delta-rs / "
+        "pyiceberg, no JVM). Default: spark",
+    )
     _storage_argument(parser)
 
 
@@ -309,10 +347,9 @@ def _run_verify(args: argparse.Namespace) -> int:
     Compare every table of an expected state (written by produce) with the live rows of the
     target tables; exit 1 if any differs.
     """
-    from ticdc_spark.sinks import make_sink
-    from ticdc_spark.testing.verify import verify_sink
+    from ticdc_spark.testing.verify import target_sink, verify_sink
 
-    reports = verify_sink(make_sink(args.target, storage=_storage(args)), args.expected)
+    reports = verify_sink(target_sink(args.target, args.engine, _storage(args)), args.expected)
     for report in reports:
         print(report.summary())
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE

@@ -26,8 +26,9 @@ from ticdc_spark.pipeline.failpoints import crash_point, set_batch
 from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
 from ticdc_spark.pipeline.planner import Planner
 from ticdc_spark.pipeline.policy import Mode, OnError
-from ticdc_spark.pipeline.steps import DDLStep, Step, TableChanges
-from ticdc_spark.sinks.base import TableSink
+from ticdc_spark.pipeline.runner import run_steps
+from ticdc_spark.pipeline.steps import DDLStep, Plan, Step, TableChanges
+from ticdc_spark.sinks.base import StepResult, TableSink
 from ticdc_spark.storage import join
 
 __all__ = ["STEPS_PER_BATCH", "Applier", "BatchReport"]
@@ -92,8 +93,10 @@ class Applier:
         max_held_rows: int = MAX_HELD_ROWS,
         guard_retention: float = GUARD_RETENTION_SECONDS,
         max_guards: int = MAX_GUARDS,
+        threads: int = 1,
     ) -> None:
         self.sink = sink
+        self.threads = threads  # steps of different tables applied at once (pipeline.runner)
         self.store = store
         self.mode = Mode.parse(mode)
         self.dead = dead_letters or DeadLetterWriter(
@@ -130,18 +133,29 @@ class Applier:
             guarded=plan.guarded,
             watermark=plan.watermark,
         )
-        dead = [plan.dead_letters]
-        for number, step in enumerate(plan.steps):
-            version = batch * STEPS_PER_BATCH + number
-            replayed = self._renamed_since(plan.steps, number, version)
-            dead.append(self._apply_step(step, version, report, replayed))
-            crash_point("step")
-        report.dead_letters = self._dead_letters(batch, dead)
+
+        report.dead_letters = self._dead_letters(batch, self._run(plan, batch, report))
         self.store.save(batch, planner.state)
         crash_point("state-saved")
         report.seconds = time.perf_counter() - started
         self.reports.append(report)
         return report
+
+    def _run(self, plan: Plan, batch: int, report: BatchReport) -> list[pa.Table | None]:
+        """Apply the plan's steps, each with its version (tables at once: :mod:`.runner`);
+        the report counts them.  The batch's dead letters."""
+
+        def apply_step(number: int, step: Step) -> StepResult | None:
+            set_batch(batch)  # (the worker thread's: points inside the sinks name the batch)
+            version = batch * STEPS_PER_BATCH + number
+            replayed = self._renamed_since(plan.steps, number, version)
+            result = self._apply_step(step, version, replayed)
+            crash_point("step")
+            return result
+
+        results = run_steps(plan.steps, apply_step, self.threads)
+        counted = [self._count(s, r, report) for s, r in zip(plan.steps, results, strict=True)]
+        return [plan.dead_letters, *counted]
 
     def recover(self, log: ChangelogLog, committed: int = -1) -> list[BatchReport]:
         """Bring the consumer state up to ``committed`` (the last batch Spark committed) and
@@ -160,13 +174,13 @@ class Applier:
             raise CheckpointError(self._unrecoverable(log, good, wanted, gone, damaged))
         for problem in damaged:
             logger.warning("%s: rebuilding it from the logged micro-batches", problem.short)
+        saved = set(self.store.saved())
         for batch in needed:
-            path = self.store.state_path(batch)
-            if not path.exists():  # (docs/pipeline.md promises a warning naming the file)
+            if batch not in saved:  # (docs/pipeline.md promises a warning naming the file)
                 logger.warning(
                     "%s is missing: rebuilding it from the logged micro-batches (a run stopped "
                     "before saving it, or the file was lost)",
-                    path,
+                    self.store.state_path(batch),
                 )
         reports = [self.apply(log.read(batch), batch) for batch in needed]
         log.prune(self.store.oldest())
@@ -194,7 +208,7 @@ class Applier:
             f"the consumer state in {self.store.root} does not reach micro-batch {wanted}, the "
             f"last Spark committed or the pipeline logged ({'; '.join(problems)}). Rebuilding it "
             f"from {start} needs the changelogs of micro-batches {gone[0]}-{gone[-1]} (in "
-            f"{log.root.name}/ beside it), which are gone. {CHECKPOINT_WAY_OUT}"
+            f"wal/ beside it), which are gone. {CHECKPOINT_WAY_OUT}"
         )
 
     def _renamed_since(self, steps: list[Step], number: int, version: int) -> bool:
@@ -219,25 +233,28 @@ class Applier:
             and self.sink.applied_version(key) >= version
         )
 
-    def _apply_step(
-        self,
-        step: Step,
-        version: int,
-        report: BatchReport,
-        replayed: bool = False,
-    ) -> pa.Table | None:
+    def _apply_step(self, step: Step, version: int, replayed: bool) -> StepResult | None:
+        """Apply one step (a worker of :func:`~ticdc_spark.pipeline.runner.run_steps`: it
+        touches nothing shared); None for a DDL."""
         if isinstance(step, DDLStep):
             self.sink.apply_ddl(step, version)
+            return None
+        return self.sink.replayed(step) if replayed else self.sink.apply_rows(step, version)
+
+    def _count(self, step: Step, result: StepResult | None, report: BatchReport) -> pa.Table | None:
+        """Add a step's result to the batch's report; its dead letters."""
+        if result is None:
             report.ddl += 1
             return None
-        result = self.sink.replayed(step) if replayed else self.sink.apply_rows(step, version)
+        assert isinstance(step, TableChanges)
         if self.track_commits:
             report.commit_ts.append(step.rows["commit_ts"])
         report.skipped_steps += int(result.skipped)
         report.rows_applied += result.rows
         name = f"{step.database}.{step.table}"
         report.tables[name] = report.tables.get(name, 0) + result.rows
-        return result.dead_letters
+        dead: pa.Table | None = result.dead_letters
+        return dead
 
     def _dead_letters(self, batch: int, parts: list[pa.Table | None]) -> int:
         """Write the batch's dead letters (how many), or stop at the first under

@@ -19,6 +19,7 @@ Points, in the order a micro-batch reaches them:
 ``step``             a plan step (merge or DDL) applied; ``NTH`` counts the steps of the batch
 ``rewrite``          a table rewrite: the new data written, the old table still in place
 ``rewrite-swap``     Iceberg rewrite: the old table purged, the new one not yet renamed in
+``schema-changed``   spark engine: a schema changed in place, its version not yet recorded
 ``rename``           a table rename, before the move
 ``drop``             a DROP TABLE: Delta's table moved to the trash, Iceberg's before the purge
 ``drop-deleting``    Delta's dropped table half deleted (its first files removed)

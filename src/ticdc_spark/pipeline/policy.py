@@ -1,4 +1,5 @@
-"""The pipeline's two choices, each spelled once: what a bad record does, and what is released.
+"""The pipeline's choices, each spelled once: what a bad record does, what is released, and
+which engine applies.
 
 Both are string enums, so a value compares equal to its spelling (``Mode.EVENTUAL ==
 "eventual"``) and configs written as plain strings keep working.  This module imports
@@ -12,7 +13,7 @@ from collections.abc import Iterable
 
 from ticdc_spark.errors import ConfigError
 
-__all__ = ["Mode", "OnError"]
+__all__ = ["Engine", "Mode", "OnError"]
 
 
 class OnError(enum.StrEnum):
@@ -56,4 +57,22 @@ class Mode(enum.StrEnum):
     def parse(cls, value: str) -> Mode:
         if value not in tuple(cls):
             raise ConfigError(f"mode must be consistent or eventual, not {value!r}")
+        return cls(value)
+
+
+class Engine(enum.StrEnum):
+    """What applies the planned steps to the tables (see docs/pipeline.md "Apply engines").
+
+    The default is Spark's: a merge's cost follows the micro-batch, not the table, runs in
+    the executors, and schema changes are metadata; the embedded engine needs no JVM
+    libraries and has less fixed cost per table, for small tables on one machine.
+    """
+
+    SPARK = "spark"  # Spark SQL MERGE: Delta with deletion vectors, Iceberg merge-on-read
+    EMBEDDED = "embedded"  # delta-rs and pyiceberg on the driver, copy-on-write
+
+    @classmethod
+    def parse(cls, value: str) -> Engine:
+        if value not in tuple(cls):
+            raise ConfigError(f"engine must be spark or embedded, not {value!r}")
         return cls(value)

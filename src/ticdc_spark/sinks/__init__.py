@@ -12,13 +12,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass
+from typing import Any
 
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.io.kafka import redact
+from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.storage import StorageOptions
 
-__all__ = ["SINKS", "SinkEntry", "check_target", "make_sink"]
+__all__ = ["SINKS", "SPARK_SINKS", "SinkEntry", "check_target", "make_sink", "target_scheme"]
 
 
 @dataclass(frozen=True)
@@ -56,27 +58,69 @@ SINKS: dict[str, SinkEntry] = {
 }
 
 
+# The Spark engine's sinks (Spark SQL in the executors: sinks/spark/), by the same schemes.
+SPARK_SINKS: dict[str, SinkEntry] = {
+    "delta": SinkEntry(
+        "delta:PATH", "ticdc_spark.sinks.spark.delta:SparkDeltaSink", "pyspark", SPARK_EXTRA
+    ),
+    "iceberg": SinkEntry(
+        "iceberg:CATALOG_URI#WAREHOUSE",
+        "ticdc_spark.sinks.spark.iceberg:SparkIcebergSink",
+        "pyspark",
+        SPARK_EXTRA,
+    ),
+}
+
+
 def make_sink(
-    target: str, app_id: str = "ticdc-spark", storage: StorageOptions | None = None
+    target: str,
+    app_id: str = "ticdc-spark",
+    engine: str = Engine.EMBEDDED,
+    spark: Any = None,
+    storage: StorageOptions | None = None,
 ) -> TableSink:
     """The sink of a target spec: ``delta:PATH`` or ``iceberg:CATALOG_URI#WAREHOUSE`` (PATH
     and WAREHOUSE local or an object store's URI, configured by ``storage``: by default the
     environment's).  ``app_id`` is the pipeline's id, under which a sink records the steps
-    it applied."""
-    entry, location = _entry(target)
-    return entry.load().from_target(location, app_id, storage)
+    it applied; the Spark engine's sinks apply through ``spark`` (a SparkSession with the
+    format's jars: :func:`ticdc_spark.spark.jars.spark_settings`)."""
+    scheme, location = target_scheme(target)
+    if Engine.parse(engine) == Engine.EMBEDDED:
+        return SINKS[scheme].load().from_target(location, app_id, storage)
+    _check_spark_location(location)
+    if spark is None:
+        raise ConfigError("the spark engine's sinks need a SparkSession")
+    sink: TableSink = SPARK_SINKS[scheme].load().from_spark(spark, location, app_id)  # type: ignore[attr-defined]
+    return sink
 
 
-def check_target(target: str) -> None:
+def check_target(target: str, engine: str = Engine.EMBEDDED) -> None:
     """Refuse a target spec :func:`make_sink` would refuse (an unknown scheme, a library
-    missing), without loading its sink or touching the target."""
-    _entry(target)[0].check_library()
+    missing, an object store under the spark engine), without loading its sink or touching
+    the target."""
+    scheme, location = target_scheme(target)
+    if Engine.parse(engine) == Engine.EMBEDDED:
+        SINKS[scheme].check_library()
+    else:
+        _check_spark_location(location)
 
 
-def _entry(target: str) -> tuple[SinkEntry, str]:
+def _check_spark_location(location: str) -> None:
+    """The spark engine's tables live on local paths for now (its sessions do not configure
+    S3A for tables yet); the embedded engine writes them to object stores."""
+    warehouse = location.rpartition("#")[2]
+    if "://" in warehouse and not warehouse.lower().startswith("file:"):
+        raise ConfigError(
+            f"the spark engine does not write tables to {redact(warehouse)} yet: replicate "
+            "with --engine embedded for tables on an object store"
+        )
+
+
+def target_scheme(target: str) -> tuple[str, str]:
+    """A target's scheme (``delta`` or ``iceberg``) and location, or a ConfigError saying
+    what a target looks like."""
     scheme, sep, location = target.partition(":")
-    entry = SINKS.get(scheme.lower())
-    if entry is None or not sep or not location:
+    if scheme.lower() not in SINKS or not sep or not location:
         valid = " or ".join(e.target for e in SINKS.values())
         raise ConfigError(f"unknown target {redact(target)!r}: use {valid}")
-    return entry, location
+    return scheme.lower(), location

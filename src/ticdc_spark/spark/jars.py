@@ -18,15 +18,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 from ticdc_spark.errors import ConfigError
 
-__all__ = ["FEATURES", "SPARK_VERSION", "check_spark_version", "spark_settings"]
+__all__ = [
+    "FEATURES",
+    "SPARK_VERSION",
+    "check_session",
+    "check_spark_version",
+    "engine_features",
+    "spark_settings",
+]
 
 SPARK_VERSION = "4.1.1"
 
 DELTA = "io.delta:delta-spark_2.13:4.3.1"
 ICEBERG = "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
+# The driver of SQLite catalogs (pyiceberg's SqlCatalog, read by Iceberg's JDBC catalog).
+SQLITE_JDBC = "org.xerial:sqlite-jdbc:3.53.4.0"
 KAFKA = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"
 # Spark 4.1's Hadoop client is 3.4.2: the S3A connector must be the same release.
 S3A = "org.apache.hadoop:hadoop-aws:3.4.2"
@@ -49,7 +59,7 @@ S3A_SDK = tuple(
 # What each feature needs on the JVM's class path.
 FEATURES: dict[str, tuple[str, ...]] = {
     "delta": (DELTA,),
-    "iceberg": (ICEBERG,),
+    "iceberg": (ICEBERG, SQLITE_JDBC),
     "kafka": (KAFKA,),
     "s3": (S3A, *S3A_SDK),
 }
@@ -109,3 +119,28 @@ def spark_settings(features: Iterable[str]) -> dict[str, str]:
             "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
     return settings
+
+
+def engine_features(target: str, engine: str) -> tuple[str, ...]:
+    """The features a pipeline's session needs for its target: the format's Spark
+    integration under the Spark engine, nothing under the embedded one."""
+    from ticdc_spark.pipeline.policy import Engine
+    from ticdc_spark.sinks import target_scheme
+
+    scheme, _ = target_scheme(target)
+    return (scheme,) if Engine.parse(engine) == Engine.SPARK else ()
+
+
+def check_session(spark: Any, features: Iterable[str]) -> None:
+    """Refuse a session without the SQL extension a feature needs (a session of one's own,
+    on a cluster), saying how to add it, before anything is applied."""
+    configured = spark.conf.get("spark.sql.extensions", "") or ""
+    for feature in features:
+        extension = _EXTENSIONS.get(feature)
+        if extension is not None and extension not in configured:
+            raise ConfigError(
+                f"the spark engine writes {feature} tables through {extension}, which this "
+                f"Spark session does not load: start it with the settings of "
+                f"ticdc_spark.spark.jars.spark_settings([{feature!r}]) (spark.jars.packages "
+                f"{','.join(FEATURES[feature])}), or use --engine embedded"
+            )

@@ -16,6 +16,7 @@ repaired at the next start from the log.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -40,13 +41,15 @@ from ticdc_spark.pipeline.checkpoint import (
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, watch_commits
 from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
-from ticdc_spark.pipeline.policy import Mode, OnError
+from ticdc_spark.pipeline.policy import Engine, Mode, OnError
 from ticdc_spark.pipeline.tombstones import migrate_tombstones
 from ticdc_spark.sinks import make_sink
 from ticdc_spark.spark.bad_lines import skip_bad_lines
 from ticdc_spark.spark.decode import decode
 from ticdc_spark.spark.failures import Failure
+from ticdc_spark.spark.jars import check_session, engine_features
 from ticdc_spark.spark.overlap import Background, RunningPipeline
+from ticdc_spark.spark.session import spark_session
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 from ticdc_spark.spark.trigger import once_options, start_query
 from ticdc_spark.storage import Lease, StorageOptions, join, open_store
@@ -57,6 +60,7 @@ __all__ = [
     "bad_line_policy",
     "check_mode",
     "default_mode",
+    "pipeline_session",
     "run",
     "spark_checkpoint",
     "start",
@@ -92,6 +96,9 @@ class PipelineConfig:
     changelog_tables: bool = False  # beside each table T, T__changes (sinks.base)
     kafka_source: str = "ticdc"  # or "spark": Spark's own Kafka source (spark/spark_kafka.py)
     storage: StorageOptions = field(default_factory=StorageOptions.from_environment)
+    engine: str = Engine.SPARK  # a policy.Engine: what applies the steps to the tables
+    apply_threads: int = 0  # tables applied at once (0: the engine's default)
+    master: str | None = None  # spark://HOST:PORT: the executors on that cluster (None: local)
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -117,6 +124,22 @@ def bad_line_policy(config: PipelineConfig) -> OnError:
     return OnError.parse(given or config.on_error)
 
 
+def pipeline_session(
+    config: PipelineConfig,
+    settings: dict[str, str] | None = None,
+    app: str = "ticdc-spark",
+    features: tuple[str, ...] = (),
+) -> Any:
+    """The session ``config`` runs on: local, or the driver here and the executors on the
+    cluster at ``config.master``; with the JVM libraries its target's engine, its Kafka
+    source and ``features`` (the checkpoint's store) need (resolved once, shipped by Spark
+    to the executors)."""
+    features += engine_features(config.target, config.engine)
+    if is_kafka_uri(config.source) and config.kafka_source == "spark":
+        features += ("kafka",)
+    return spark_session(app, config.master, settings=settings, features=features)
+
+
 def start(
     spark: Any,
     source_df: Any,
@@ -132,22 +155,23 @@ def start(
     OnError.parse(config.on_error, (OnError.DEAD_LETTER, OnError.STOP))
     lease = lease or take_lease(config.checkpoint, config.storage)
     try:
-        return _start_query(source_df, config, on_batch, lease)
+        return _start_query(spark, source_df, config, on_batch, lease)
     except BaseException:
         lease.release()
         raise
 
 
 def _start_query(
-    source_df: Any, config: PipelineConfig, on_batch: OnBatch | None, lease: Lease
+    spark: Any, source_df: Any, config: PipelineConfig, on_batch: OnBatch | None, lease: Lease
 ) -> RunningPipeline:
     """The checkpoint repaired and checked, the state recovered, the query started."""
     on_error = OnError.parse(config.on_error, (OnError.DEAD_LETTER, OnError.STOP))
     spark_dir = spark_checkpoint(config.checkpoint)
     repair_spark_checkpoint(spark_dir, config.storage)  # what a kill before the first batch leaves
     check_checkpoint(config.checkpoint, config.storage)
+    check_session(spark, engine_features(config.target, config.engine))
     capabilities = Capabilities.of(config.protocol, config.options, config.storage)
-    applier = _applier(config, capabilities, on_error, lease)
+    applier = _applier(spark, config, capabilities, on_error, lease)
     changelog = decode(
         source_df,
         config.protocol,
@@ -201,11 +225,15 @@ def _recover(config: PipelineConfig, applier: Applier, on_batch: OnBatch | None)
 
 
 def _applier(
-    config: PipelineConfig, capabilities: Capabilities, on_error: OnError, lease: Lease | None
+    spark: Any,
+    config: PipelineConfig,
+    capabilities: Capabilities,
+    on_error: OnError,
+    lease: Lease | None,
 ) -> Applier:
     """The applier of a pipeline: its checkpoint's state store, its target's sink."""
     store = StateStore(config.checkpoint, storage=config.storage, lease=lease)
-    sink = make_sink(config.target, app_id=store.pipeline_id(), storage=config.storage)
+    sink = make_sink(config.target, store.pipeline_id(), config.engine, spark, config.storage)
     sink.changelog_tables = config.changelog_tables
     dead_dir = config.dead_letters or join(config.checkpoint, "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
@@ -221,7 +249,18 @@ def _applier(
         max_held_rows=config.max_held_rows,
         guard_retention=config.guard_retention,
         max_guards=config.max_guards,
+        threads=config.apply_threads or default_threads(config.engine, config.target),
     )
+
+
+def default_threads(engine: str, target: str) -> int:
+    """How many tables a micro-batch applies at once by default: the Spark engine's merges
+    are Spark jobs, mostly waiting on the executors and on commits, so several overlap well
+    (8); delta-rs merges use the driver's cores; pyiceberg's SQL catalog is committed to by
+    one thread (a SQLite file)."""
+    if Engine.parse(engine) == Engine.SPARK:
+        return 8
+    return 1 if target.lower().startswith("iceberg:") else min(4, os.cpu_count() or 1)
 
 
 class _BatchHandler:

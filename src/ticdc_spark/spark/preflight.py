@@ -79,7 +79,7 @@ def preflight(config: PipelineConfig) -> None:
     trigger_seconds(config.trigger)
     if config.max_held_rows < 1:
         raise ConfigError(f"--max-held-rows must be at least 1, not {config.max_held_rows}")
-    check_target(config.target)
+    check_target(config.target, config.engine)
     _check_source(config)
     _check_checkpoint(config)
 
@@ -118,9 +118,9 @@ def _check_checkpoint(config: PipelineConfig) -> None:
     """A checkpoint that exists must be a directory (or prefix) whose Spark part is there,
     and switching it to eventual mode must not strand the rows it holds back for the
     watermark."""
-    if config.dead_letters and is_local(config.dead_letters):
-        if Path(local_path(config.dead_letters)).is_file():
-            raise ConfigError(f"--dead-letters {config.dead_letters} is a file, not a directory")
+    letters = config.dead_letters
+    if letters and is_local(letters) and Path(local_path(letters)).is_file():
+        raise ConfigError(f"--dead-letters {letters} is a file, not a directory")
     started = True
     if is_local(config.checkpoint):
         root = Path(local_path(config.checkpoint))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ticdc_spark.codec import get_codec
+from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks import make_sink
 from ticdc_spark.spark.console import console_settings, quiet
 from ticdc_spark.spark.pipeline import PipelineConfig, default_mode, run
@@ -102,7 +103,9 @@ def _run(
     target, applied = _replicate(protocol, options, root)
     replicate_seconds = time.perf_counter() - replicate_started
     _say("3/3 verifying the tables against the generated state")
-    reports = verify_sink(make_sink(target), root / "expected")
+    reports = verify_sink(
+        make_sink(target, engine=Engine.SPARK, spark=_session()), root / "expected"
+    )
     for report in reports:
         _say("    " + report.summary())
     ok = all(r.ok for r in reports)
@@ -132,12 +135,18 @@ def _produce(protocol: str, workload: Any, options: dict[str, str], root: Path) 
     _say(f"    {produced.messages} messages, {produced.ddl} DDL")
 
 
+def _session() -> Any:
+    """The demo's local Spark session, with Delta's Spark integration (the spark engine)."""
+    spark = local_session("ticdc-spark demo", settings=console_settings({}), features=("delta",))
+    quiet(spark)
+    return spark
+
+
 def _replicate(protocol: str, options: dict[str, str], root: Path) -> tuple[str, int]:
     """Step 2: the capture files replicated into Delta tables; (the target, rows applied)."""
     mode = default_mode(protocol, options)
     _say(f"2/3 replicating with Spark into Delta tables in {root / 'lake'} ({mode} mode)")
-    spark = local_session("ticdc-spark demo", settings=console_settings({}))
-    quiet(spark)
+    spark = _session()
     config = PipelineConfig(
         source=str(root / "capture"),
         protocol=protocol,

@@ -10,8 +10,9 @@ from typing import Any
 import pyarrow as pa
 
 from ticdc_spark.model import TableSchema
-from ticdc_spark.sinks.base import live
+from ticdc_spark.sinks.base import TableSink, live
 from ticdc_spark.sinks.convert import convert_column
+from ticdc_spark.storage import StorageOptions
 from ticdc_spark.testing.expected import ExpectedTable, load_expected
 from ticdc_spark.types import Family, parse_time
 
@@ -119,3 +120,17 @@ def verify_sink(sink: Any, expected_dir: str | Path) -> list[TableReport]:
         actual = live(sink.read(key)) if sink.exists(key) else None
         reports.append(compare_tables(expected, actual))
     return reports
+
+
+def target_sink(target: str, engine: str, storage: StorageOptions | None = None) -> TableSink:
+    """A sink to read a target's tables as ``engine`` wrote them (the spark engine's through
+    a local Spark session with the format's jars)."""
+    from ticdc_spark.sinks import make_sink
+    from ticdc_spark.spark.jars import engine_features
+    from ticdc_spark.spark.session import local_session
+
+    features = engine_features(target, engine)
+    spark = local_session("ticdc-spark verify", features=features) if features else None
+    if spark is not None:
+        spark.sparkContext.setLogLevel("ERROR")
+    return make_sink(target, engine=engine, spark=spark, storage=storage)

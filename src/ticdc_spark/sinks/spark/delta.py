@@ -1,0 +1,169 @@
+"""Delta tables applied by Spark (``delta-spark``): MERGE with deletion vectors.
+
+Tables live where the embedded sink puts them (``ROOT/<database>/<table>``, path tables) and
+are created with deletion vectors (a merge marks replaced rows instead of rewriting their
+files), column mapping by name (RENAME and DROP COLUMN are metadata) and type widening (INT
+-> BIGINT and the like are metadata).  A table the embedded engine made is upgraded to these
+features on first use; the upgrade is one way: delta-rs (the embedded engine, and tools built
+on it) reads neither deletion vectors nor column mapping (checked with deltalake 1.6).
+
+Versions are Delta app transactions (``spark.databricks.delta.write.txnAppId`` /
+``txnVersion``): Delta records them in the commit of every write, MERGE, UPDATE and DELETE
+and skips a write whose version the table already holds; schema changes carry none, so their
+version is an empty append of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ticdc_spark.sinks.base import TableKey
+from ticdc_spark.sinks.delta import DeltaSink
+from ticdc_spark.sinks.spark.base import SparkTableSink
+from ticdc_spark.sinks.spark.sql import quote, sql_literal
+from ticdc_spark.storage import StorageOptions
+
+__all__ = ["SparkDeltaSink"]
+
+_APP_ID = "spark.databricks.delta.write.txnAppId"
+_VERSION = "spark.databricks.delta.write.txnVersion"
+# Features a table needs for merges and schema changes in place (reader v3, writer v7).
+PROPERTIES = {
+    "delta.enableDeletionVectors": "true",
+    "delta.columnMapping.mode": "name",
+    "delta.enableTypeWidening": "true",
+    "delta.minReaderVersion": "3",
+    "delta.minWriterVersion": "7",
+}
+
+
+class SparkDeltaSink(SparkTableSink):
+    """Delta path tables under a root directory, written by Spark."""
+
+    name = "delta"
+    # Delta's type widening beyond the common ladder (Delta 4: integers to decimals, to
+    # double; date to timestamp_ntz): BIGINT -> BIGINT UNSIGNED is bigint -> decimal(20,0).
+    widens = frozenset(
+        {
+            ("bigint", "decimal(20,0)"),
+            ("int", "decimal(20,0)"),
+            ("int", "bigint"),
+            ("date", "timestamp_ntz"),
+            ("int", "double"),
+        }
+    )
+
+    def __init__(self, spark: Any, root: str | Path, app_id: str = "ticdc-spark") -> None:
+        super().__init__(spark, app_id)
+        # The embedded sink's directory layout, drops (through a trash directory) and
+        # renames (one directory rename), shared: a table is in the same place either way.
+        self.files = DeltaSink(root, app_id=app_id)
+        self.root = self.files.root
+
+    @classmethod
+    def from_target(
+        cls, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> SparkDeltaSink:
+        raise NotImplementedError("the Spark engine's sinks are made by from_spark")
+
+    @classmethod
+    def from_spark(cls, spark: Any, location: str, app_id: str) -> SparkDeltaSink:
+        """``delta:PATH`` applied through ``spark``."""
+        return cls(spark, location, app_id=app_id)
+
+    def target(self, key: TableKey) -> str:
+        return f"delta.{quote(str(self.files.path(key)))}"
+
+    def table_properties(self) -> dict[str, str]:
+        return dict(PROPERTIES)
+
+    def exists(self, key: TableKey) -> bool:
+        if key in self._open:
+            return True
+        jvm = self.spark._jvm
+        return bool(
+            jvm.io.delta.tables.DeltaTable.isDeltaTable(
+                self.session()._jsparkSession, str(self.files.path(key))
+            )
+        )
+
+    @contextlib.contextmanager
+    def versioned(self, key: TableKey, version: int) -> Iterator[None]:
+        conf = self.session().conf
+        conf.set(_APP_ID, self.app_id)
+        conf.set(_VERSION, str(version))
+        try:
+            yield
+        finally:
+            conf.unset(_APP_ID)
+            conf.unset(_VERSION)
+
+    def read_version(self, key: TableKey) -> int:
+        jvm = self.spark._jvm
+        log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+            self.session()._jsparkSession, str(self.files.path(key))
+        )
+        snapshot = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
+        found = snapshot.transactions().get(self.app_id)
+        return int(found.get()) if found.isDefined() else -1
+
+    def record_version(self, key: TableKey, version: int) -> None:
+        session = self.session()
+        empty = session.table(self._table(key)).limit(0)
+        with self.versioned(key, version):
+            empty.write.format("delta").mode("append").save(str(self.files.path(key)))
+        self._committed(key, version)
+
+    def add_column(self, key: TableKey, name: str, sql_type: str, default: Any) -> None:
+        """Delta has no default for the rows a column finds (its column defaults apply to
+        later writes only): the rows are given it by an UPDATE of the whole table, the one
+        schema change here whose cost grows with the table."""
+        table = self._table(key)
+        if name not in self._current_types(key):
+            self.sql(f"ALTER TABLE {table} ADD COLUMNS ({quote(name)} {sql_type})")
+        if default is not None:
+            value = sql_literal(default)
+            self.sql(f"UPDATE {table} SET {quote(name)} = CAST({value} AS {sql_type})")
+
+    def overwrite(self, key: TableKey, frame: Any) -> None:
+        (
+            frame.write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .save(str(self.files.path(key)))
+        )
+
+    def prepare(self, key: TableKey) -> None:
+        """A table the embedded engine made: upgraded to this engine's features."""
+        if not self.exists(key):
+            return
+        table = self.target(key)
+        properties = {
+            row["key"]: row["value"] for row in self.sql(f"SHOW TBLPROPERTIES {table}").collect()
+        }
+        missing = {k: v for k, v in PROPERTIES.items() if properties.get(k) != v}
+        if missing and not _newer_protocol(properties, missing):
+            pairs = ", ".join(f"'{k}' = '{v}'" for k, v in missing.items())
+            self.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({pairs})")
+
+    def drop(self, key: TableKey) -> None:
+        self._forget(key)
+        self.files.drop(key)
+
+    def rename(self, old: TableKey, new: TableKey) -> None:
+        self._forget(old, new)
+        self.files.rename(old, new)
+
+    def tables(self) -> list[TableKey]:
+        return self.files.tables()
+
+
+def _newer_protocol(properties: dict[str, str], missing: dict[str, str]) -> bool:
+    """Whether only the protocol versions differ, and the table's are already newer."""
+    versions = ("delta.minReaderVersion", "delta.minWriterVersion")
+    return set(missing) <= set(versions) and all(
+        int(properties.get(k, "0")) >= int(PROPERTIES[k]) for k in missing
+    )
