@@ -6,6 +6,7 @@ import base64
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -297,8 +298,13 @@ def test_replicate_carries_the_filter_to_the_pipeline(tmp_path: Path, monkeypatc
     from ticdc_spark.spark import pipeline, session
 
     seen = []
-    monkeypatch.setattr(session, "local_session", lambda *a, **k: _NoSpark())
-    monkeypatch.setattr(pipeline, "run", lambda spark, config, on_batch: seen.append(config))
+    monkeypatch.setattr(session, "spark_session", lambda *a, **k: _NoSpark())
+
+    def replicated(spark: object, config: object, on_batch: object, lease: Any) -> None:
+        lease.release()  # (as the run does when it ends)
+        seen.append(config)
+
+    monkeypatch.setattr(pipeline, "run", replicated)
     argv = ["replicate", "--engine", "embedded", "--source", str(tmp_path), "-p", "canal-json"]
     argv += ["--target", f"delta:{tmp_path / 't'}", "--checkpoint", str(tmp_path / "c")]
     code, _, err = run([*argv, *FILTER], capsys)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,7 +110,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("Spark was started before the arguments were checked")
 
-    monkeypatch.setattr(session, "local_session", refuse)
+    monkeypatch.setattr(session, "spark_session", refuse)
 
 
 @pytest.mark.parametrize(("case", "answer"), SPARK_FREE, ids=[str(c) for c, _ in SPARK_FREE])
@@ -167,8 +168,13 @@ def test_canal_json_without_its_extension_is_replicated_in_eventual_mode_saying_
     capture: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
     seen = []
-    monkeypatch.setattr(session, "local_session", lambda *a, **k: _NoSpark())
-    monkeypatch.setattr(pipeline, "run", lambda spark, config, on_batch: seen.append(config))
+    monkeypatch.setattr(session, "spark_session", lambda *a, **k: _NoSpark())
+
+    def run(spark: object, config: object, on_batch: object, lease: Any) -> None:
+        lease.release()  # (as the run does when it ends)
+        seen.append(config)
+
+    monkeypatch.setattr(pipeline, "run", run)
     assert main(replicate(capture, tmp_path, protocol=["-p", "canal-json"])) == 0
     err = capsys.readouterr().err
     assert seen[0].mode == "eventual"
@@ -204,7 +210,7 @@ def test_the_help_says_what_each_argument_is_and_its_default(capsys) -> None:
         "--source kafka://HOST:PORT/TOPIC[,TOPIC]|DIR Kafka topics",
         "--protocol PROTOCOL, -p PROTOCOL the changefeed's protocol: avro, canal-json",
         "--target delta:PATH|iceberg:CATALOG_URI#WAREHOUSE Delta tables under PATH",
-        "--checkpoint DIR where the offsets and the consumer state live",
+        "--checkpoint DIR|s3://BUCKET/PREFIX where the offsets and the consumer state live",
         "--rows ROWS row changes to generate (default: 10000)",
         "--partitions PARTITIONS partitions per topic (default: 3)",
         "or columns:a,b (default: index-value)",
