@@ -27,11 +27,20 @@ from ticdc_spark.sinks.base import CHANGELOG_COMMENT
 KINDS = ["delta", "iceberg"]
 
 
-def _applier(kind: str, root: Path) -> Applier:
+ENGINES = ["embedded", pytest.param("spark", marks=pytest.mark.spark)]
+
+
+def _applier(kind: str, root: Path, engine: str = "embedded", spark: Any = None) -> Applier:
     store = StateStore(root / "checkpoint")
-    applier = Applier(make_sink(target(kind, root), store.pipeline_id()), store, mode="eventual")
+    sink = make_sink(target(kind, root), store.pipeline_id(), engine, spark)
+    applier = Applier(sink, store, mode="eventual")
     applier.sink.changelog_tables = True
     return applier
+
+
+def _engine_applier(kind: str, root: Path, engine: str, request: pytest.FixtureRequest) -> Applier:
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    return _applier(kind, root, engine, spark)
 
 
 def _changes(applier: Applier, table: str = "t") -> list[tuple[Any, ...]]:
@@ -41,9 +50,12 @@ def _changes(applier: Applier, table: str = "t") -> list[tuple[Any, ...]]:
     )
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_applied_change_lands_once_with_its_op(kind: str, tmp_path: Path) -> None:
-    applier = _applier(kind, tmp_path)
+def test_every_applied_change_lands_once_with_its_op(
+    kind: str, engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    applier = _engine_applier(kind, tmp_path, engine, request)
     batches = [
         Script().insert(100, {"id": "1", "v": "a"}).insert(100, {"id": "2", "v": "b"}),
         Script().update(200, {"id": "1", "v": "a"}, {"id": "1", "v": "c"}),
@@ -65,11 +77,14 @@ def test_every_applied_change_lands_once_with_its_op(kind: str, tmp_path: Path) 
     assert report.skipped_steps == 1 and _changes(applier) == expected
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_changelog_table_follows_its_tables_ddl(kind: str, tmp_path: Path) -> None:
+def test_a_changelog_table_follows_its_tables_ddl(
+    kind: str, engine: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """ADD COLUMN adds it, TRUNCATE deletes nothing of the history, RENAME TABLE moves it,
     DROP TABLE drops it; it is marked as a changelog table."""
-    applier = _applier(kind, tmp_path)
+    applier = _engine_applier(kind, tmp_path, engine, request)
     create = "CREATE TABLE `db`.`t` (`id` int PRIMARY KEY, `v` varchar(10))"
     script = Script().ddl(50, create, DDLType.CREATE_TABLE).insert(100, {"id": "1", "v": "a"})
     script.ddl(150, "ALTER TABLE `db`.`t` ADD COLUMN `w` int", DDLType.ADD_COLUMN)

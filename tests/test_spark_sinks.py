@@ -252,3 +252,26 @@ def test_defaults_are_written_as_typed_literals() -> None:
     assert sql_literal(dt.datetime(2020, 1, 2, 3, 4, 5, 6)) == (
         "TIMESTAMP_NTZ '2020-01-02 03:04:05.000006'"
     )
+
+
+def test_a_delta_table_the_embedded_engine_made_with_a_datetime_column_reads_on_spark(
+    spark: Any, tmp_path: Path
+) -> None:
+    """delta-rs leaves ``invariants`` out of the protocol a TIMESTAMP_NTZ column brings,
+    which Delta on Spark refuses; the embedded sink lists it (and on an older table, the
+    Spark sink does before opening it)."""
+    from deltalake import DeltaTable
+
+    from ticdc_spark.sinks.delta import DeltaSink
+
+    schema = TableSchema(
+        "db",
+        "t",
+        (Column("id", T("int"), nullable=False), Column("at", T("datetime", decimal=3))),
+        KEY,
+    ).with_derived_flags()
+    sink = DeltaSink(tmp_path / "lake")
+    sink.create(schema)
+    path = str(sink.path(("db", "t")))
+    assert "invariants" in (DeltaTable(path).protocol().writer_features or [])
+    assert spark.read.format("delta").load(path).columns == ["id", "at", "_commit_ts"]

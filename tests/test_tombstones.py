@@ -169,6 +169,25 @@ def test_a_table_with_tombstones_is_migrated_once_even_killed_midway(
         assert _live_rows(sink, table) == {1: "a", 2: "b", 4: "new"}
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_the_spark_engine_migrates_tables_the_embedded_engine_wrote_with_tombstones(
+    kind: str, tmp_path: Path, spark: Any
+) -> None:
+    """A switch of engines on tables an earlier version wrote: the same migration, through
+    Spark SQL (a DELETE, then DROP COLUMN _op), once; the step versions kept."""
+    spec = _old_run(kind, tmp_path)
+    store = StateStore(tmp_path / "checkpoint")
+    sink = make_sink(spec, store.pipeline_id(), "spark", spark)
+    applier = Applier(sink, store, mode="eventual", capabilities=Capabilities.of("canal-json"))
+    assert sorted(migrate_tombstones(applier)) == [("db", "t"), ("db", "u")]
+    assert migrate_tombstones(applier) == []  # (again: nothing left to migrate)
+    for table in ("t", "u"):
+        assert _live_rows(sink, table) == {1: "a", 2: "b"}
+        assert sink.applied_version(("db", table)) == VERSION
+    assert store.read(7).guards.count() == 4
+
+
 def _applier(spec: str, root: Path, mode: str, **kw: Any) -> Applier:
     store = StateStore(root / "checkpoint")
     return Applier(make_sink(spec, store.pipeline_id()), store, mode=mode, **kw)

@@ -106,9 +106,12 @@ class DeltaSink(StoredSink):
 
         path = self.path(key)
         try:
-            return DeltaTable(path, storage_options=self.storage_options)
+            table = DeltaTable(path, storage_options=self.storage_options)
         except DeltaError as exc:
             raise SinkError(_unreadable(path, exc)) from exc
+        if list_invariants(table):  # (a table an earlier version made)
+            table.update_incremental()
+        return table
 
     def exists(self, key: TableKey) -> bool:
         from deltalake import DeltaTable
@@ -132,6 +135,7 @@ class DeltaSink(StoredSink):
             description=self.table_comment(schema),
             storage_options=self.storage_options,
         )
+        self._table(key)  # (opened: its protocol completed, see list_invariants)
 
     def arrow_schema(self, key: TableKey) -> Any:
         import pyarrow as pa
@@ -336,3 +340,21 @@ def _unsafe(name: str) -> str:
     from urllib.parse import unquote
 
     return unquote(name)
+
+
+def list_invariants(table: Any) -> bool:
+    """List the ``invariants`` writer feature in a table's protocol where its schema needs it
+    (a NOT NULL column, ``_commit_ts``) and the protocol lists features: delta-rs 1.x leaves
+    it out of the writer-7 protocol a TIMESTAMP_NTZ column brings (DATETIME upstream), and
+    Delta on Spark then refuses the table (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH).  One
+    commit, once; whether one was made."""
+    from deltalake import TableFeatures
+
+    protocol = table.protocol()
+    features = protocol.writer_features
+    if protocol.min_writer_version < 7 or features is None or "invariants" in features:
+        return False
+    if all(field.nullable for field in table.schema().fields):
+        return False
+    table.alter.add_feature(TableFeatures.Invariants, allow_protocol_versions_increase=True)
+    return True

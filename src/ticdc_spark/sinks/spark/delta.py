@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ticdc_spark.sinks.base import TableKey
-from ticdc_spark.sinks.delta import DeltaSink
+from ticdc_spark.sinks.delta import DeltaSink, list_invariants
 from ticdc_spark.sinks.spark.base import SparkTableSink
 from ticdc_spark.sinks.spark.sql import quote, sql_literal
 from ticdc_spark.storage import StorageOptions
@@ -83,12 +83,13 @@ class SparkDeltaSink(SparkTableSink):
     def exists(self, key: TableKey) -> bool:
         if key in self._open:
             return True
-        jvm = self.spark._jvm
-        return bool(
-            jvm.io.delta.tables.DeltaTable.isDeltaTable(
-                self.session()._jsparkSession, str(self.files.path(key))
-            )
-        )
+        from deltalake import DeltaTable
+
+        path = str(self.files.path(key))
+        if not DeltaTable.is_deltatable(path):
+            return False
+        list_invariants(DeltaTable(path))  # (else Delta on Spark refuses a table delta-rs made)
+        return True
 
     @contextlib.contextmanager
     def versioned(self, key: TableKey, version: int) -> Iterator[None]:
