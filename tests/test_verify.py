@@ -62,7 +62,7 @@ def test_verify_names_a_delta_table_whose_log_does_not_read(tmp_path: Path, caps
     sink = DeltaSink(tmp_path / "lake")
     sink.create(schema)
     write_expected(tmp_path / "expected", workload.final_schemas(), workload.final_state())
-    log = sorted((sink.path((schema.database, schema.table)) / "_delta_log").glob("*.json"))
+    log = sorted((Path(sink.path((schema.database, schema.table))) / "_delta_log").glob("*.json"))
     log[-1].write_bytes(b"#" + log[-1].read_bytes())
     target = f"delta:{tmp_path / 'lake'}"
     code = main(["verify", "--target", target, "--expected", str(tmp_path / "expected")])

@@ -100,17 +100,18 @@ def registry_argument(
     )
 
 
-def codec_options(args: argparse.Namespace) -> dict[str, str]:
+def codec_options(args: argparse.Namespace, registry_required: bool = True) -> dict[str, str]:
     """The --option pairs, with --schema-registry as the option schema-registry; refused
     when the protocol or an option is unknown or malformed, or the protocol needs a
-    registry and has none that other processes can reach (see check_shared_registry)."""
+    registry and has none that other processes can reach (see check_shared_registry;
+    ``registry_required`` False: none is needed, the input may carry the schemas)."""
     options = parse_key_values(args.option)
     if getattr(args, "schema_registry", None):
         options["schema-registry"] = args.schema_registry
     spec = get_codec(args.protocol)
     from ticdc_spark.codec.avro.registry import check_shared_registry  # (the avro codec: late)
 
-    check_shared_registry(spec.parse_options(options), spec.name)
+    check_shared_registry(spec.parse_options(options), spec.name, registry_required)
     return options
 
 

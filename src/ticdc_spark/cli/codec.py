@@ -59,7 +59,9 @@ def _run_decode(args: argparse.Namespace) -> int:
     Decode a capture file (JSON Lines of Kafka records) or, with --values, a file of message
     values one per line; print one normalized JSON event per line.
     """
-    decoder = make_decoder(args.protocol, codec_options(args), table_filter=table_filter(args))
+    # (no registry needed: a capture may start with its schemas, as a registry's records)
+    options = codec_options(args, registry_required=False)
+    decoder = make_decoder(args.protocol, options, table_filter=table_filter(args))
     skipped = 0
     with _open_in(args.input) as source, _open_out(args.output) as out:
         name = "stdin" if args.input == "-" else args.input

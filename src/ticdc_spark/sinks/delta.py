@@ -44,7 +44,7 @@ from ticdc_spark.sinks.stored import StoredSink
 from ticdc_spark.storage import StorageOptions, is_local, join, open_store
 from ticdc_spark.storage.store import local_path
 
-__all__ = ["DeltaSink"]
+__all__ = ["DeltaSink", "list_invariants", "unreadable"]
 
 # delta-rs allocates with its own jemalloc, which keeps freed pages for 10 s (dirty_decay_ms)
 # before handing them back: across micro-batches the driver's resident memory then climbs with
@@ -108,7 +108,7 @@ class DeltaSink(StoredSink):
         try:
             table = DeltaTable(path, storage_options=self.storage_options)
         except DeltaError as exc:
-            raise SinkError(_unreadable(path, exc)) from exc
+            raise SinkError(unreadable(path, exc)) from exc
         if list_invariants(table):  # (a table an earlier version made)
             table.update_incremental()
         return table
@@ -297,7 +297,7 @@ class DeltaSink(StoredSink):
         ]
 
 
-def _unreadable(path: str, exc: Exception) -> str:
+def unreadable(path: str, exc: Exception) -> str:
     """One line: the table, the log file that does not parse (delta-rs names none: "Json
     error: Encountered unexpected '#'"), and delta-rs's own first line."""
     said = str(exc).strip().splitlines()

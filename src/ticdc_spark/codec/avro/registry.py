@@ -35,14 +35,16 @@ __all__ = [
 ]
 
 
-def check_shared_registry(options: Any, protocol: str) -> None:
-    """Refuse a protocol's options (parsed) that name no registry, or one only this process
-    can see (``mock://``: confluent-kafka's in-process registry), where other processes must
-    share it: Spark's Python workers decode apart from the driver, and what ``produce`` or
-    ``encode`` writes is read by a later command.  (In one process, as the library's tests
-    use it, ``mock://`` works.)  Protocols without a registry pass."""
+def check_shared_registry(options: Any, protocol: str, required: bool = True) -> None:
+    """Refuse a protocol's options (parsed) that name no registry (unless not ``required``:
+    ``decode`` reads a capture that may carry its schemas as a registry's ``_schemas``
+    records), or one only this process can see (``mock://``: confluent-kafka's in-process
+    registry), where other processes must share it: Spark's Python workers decode apart
+    from the driver, and what ``produce`` or ``encode`` writes is read by a later command.
+    (In one process, as the library's tests use it, ``mock://`` works.)  Protocols without a
+    registry pass."""
     url = getattr(options, "schema_registry", None)
-    if url is None:
+    if url is None or (not url and not required):
         return
     if not url:
         raise ConfigError(

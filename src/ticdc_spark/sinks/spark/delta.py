@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ticdc_spark.sinks.base import TableKey
-from ticdc_spark.sinks.delta import DeltaSink, list_invariants
+from ticdc_spark.errors import SinkError
+from ticdc_spark.sinks.delta import DeltaSink, list_invariants, unreadable
 from ticdc_spark.sinks.spark.base import SparkTableSink
 from ticdc_spark.sinks.spark.sql import quote, sql_literal
 from ticdc_spark.storage import StorageOptions
@@ -84,11 +85,15 @@ class SparkDeltaSink(SparkTableSink):
         if key in self._open:
             return True
         from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError
 
         path = str(self.files.path(key))
         if not DeltaTable.is_deltatable(path):
             return False
-        list_invariants(DeltaTable(path))  # (else Delta on Spark refuses a table delta-rs made)
+        try:
+            list_invariants(DeltaTable(path))  # (else Delta on Spark refuses what delta-rs made)
+        except DeltaError as exc:
+            raise SinkError(unreadable(path, exc)) from exc
         return True
 
     @contextlib.contextmanager
