@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.sinks.base import TableKey
 from ticdc_spark.errors import SinkError
+from ticdc_spark.sinks.base import TableKey
 from ticdc_spark.sinks.delta import DeltaSink, list_invariants, unreadable
 from ticdc_spark.sinks.spark.base import SparkTableSink
 from ticdc_spark.sinks.spark.sql import quote, sql_literal
