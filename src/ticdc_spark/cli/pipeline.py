@@ -333,10 +333,9 @@ def add_verify(commands: Any) -> None:
     parser.add_argument(
         "--engine",
         choices=("spark", "embedded"),
-        default="spark",
         help="read the tables as this engine wrote them: spark (Spark SQL; the only reader "
         "of Delta tables with deletion vectors among the two) or embedded (delta-rs / "
-        "pyiceberg, no JVM). Default: spark",
+        "pyiceberg, no JVM). Default: spark, embedded for tables on an object store",
     )
     _storage_argument(parser)
 

@@ -20,7 +20,7 @@ from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.storage import StorageOptions
 
-__all__ = ["SINKS", "SPARK_SINKS", "SinkEntry", "check_target", "make_sink", "target_scheme"]
+__all__ = ["SINKS", "SPARK_SINKS", "SinkEntry", "check_target", "make_sink", "on_object_store", "target_scheme"]
 
 
 @dataclass(frozen=True)
@@ -105,11 +105,17 @@ def check_target(target: str, engine: str = Engine.EMBEDDED) -> None:
         _check_spark_location(location)
 
 
+def on_object_store(target: str) -> bool:
+    """Whether a target's tables (a Delta path, an Iceberg warehouse) are on an object store."""
+    warehouse = target.partition(":")[2].rpartition("#")[2]
+    return "://" in warehouse and not warehouse.lower().startswith("file:")
+
+
 def _check_spark_location(location: str) -> None:
     """The spark engine's tables live on local paths for now (its sessions do not configure
     S3A for tables yet); the embedded engine writes them to object stores."""
     warehouse = location.rpartition("#")[2]
-    if "://" in warehouse and not warehouse.lower().startswith("file:"):
+    if on_object_store(f"x:{location}"):
         raise ConfigError(
             f"the spark engine does not write tables to {redact(warehouse)} yet: replicate "
             "with --engine embedded for tables on an object store"

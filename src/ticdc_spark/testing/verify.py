@@ -122,13 +122,17 @@ def verify_sink(sink: Any, expected_dir: str | Path) -> list[TableReport]:
     return reports
 
 
-def target_sink(target: str, engine: str, storage: StorageOptions | None = None) -> TableSink:
+def target_sink(
+    target: str, engine: str | None = None, storage: StorageOptions | None = None
+) -> TableSink:
     """A sink to read a target's tables as ``engine`` wrote them (the spark engine's through
-    a local Spark session with the format's jars)."""
-    from ticdc_spark.sinks import make_sink
+    a local Spark session with the format's jars; by default spark, but embedded for tables
+    on an object store, which only the embedded engine writes for now)."""
+    from ticdc_spark.sinks import make_sink, on_object_store
     from ticdc_spark.spark.jars import engine_features
     from ticdc_spark.spark.session import local_session
 
+    engine = engine or ("embedded" if on_object_store(target) else "spark")
     features = engine_features(target, engine)
     spark = local_session("ticdc-spark verify", features=features) if features else None
     if spark is not None:
