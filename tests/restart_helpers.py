@@ -202,7 +202,7 @@ def run_harness(
 ) -> int:
     command = harness_command(checkpoint, target_spec, batches, protocol, engine)
     done = subprocess.run(
-        command, env=environment(crash_at), capture_output=True, timeout=600, check=False
+        command, env=environment(crash_at), capture_output=True, timeout=1800, check=False
     )
     if done.returncode not in (0, 86):
         raise AssertionError(done.stderr.decode()[-3000:])
