@@ -20,7 +20,15 @@ from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.storage import StorageOptions
 
-__all__ = ["SINKS", "SPARK_SINKS", "SinkEntry", "check_target", "make_sink", "on_object_store", "target_scheme"]
+__all__ = [
+    "SINKS",
+    "SPARK_SINKS",
+    "SinkEntry",
+    "check_target",
+    "make_sink",
+    "on_object_store",
+    "target_scheme",
+]
 
 
 @dataclass(frozen=True)
