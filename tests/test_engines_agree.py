@@ -25,6 +25,7 @@ PROTOCOLS = {
     "avro": {"schema-registry": "mock://engines-agree", "enable-tidb-extension": "true"},
 }
 MODES = {"avro": "eventual"}  # (no watermarks: see docs/pipeline.md)
+TOPICS = {"avro": "cdc_{schema}_{table}"}  # (Avro's subjects: one topic per table)
 
 
 def _target(kind: str, root: Path) -> str:
@@ -48,7 +49,7 @@ def test_both_engines_give_the_same_live_tables(
 ) -> None:
     options = PROTOCOLS[protocol]
     workload = Workload(seed=31, rows=160, tables=2, watermark_every=6, ddl_every=50)
-    messages = produce(workload, protocol, options)
+    messages = produce(workload, protocol, options, topic=TOPICS.get(protocol, "cdc_{schema}"))
     batches = list(interleave(messages, seed=5, chunk=max(20, len(messages) // 4)))
     batches = [*batches[:2], batches[0], *batches[2:]]  # (a micro-batch delivered again)
     mode = MODES.get(protocol, "consistent")
