@@ -62,6 +62,17 @@ def spark():  # type: ignore[no-untyped-def]
     session.stop()
 
 
+@pytest.fixture(autouse=True)
+def _spark_active_again(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """After a test that used the shared session, it is the main thread's active session
+    again (a spark-engine sink used from the test's thread made its own active)."""
+    yield
+    if "spark" in request.fixturenames:
+        from ticdc_spark.spark.pipeline import activate
+
+        activate(request.getfixturevalue("spark"))
+
+
 @pytest.fixture(scope="session")
 def spark_cluster():  # type: ignore[no-untyped-def]
     """A standalone Spark cluster of two workers, one core each (tests/spark_cluster.py),

@@ -57,6 +57,7 @@ from ticdc_spark.storage import Lease, StorageOptions, join, open_store
 __all__ = [
     "PipelineConfig",
     "RunningPipeline",
+    "activate",
     "bad_line_policy",
     "check_mode",
     "default_mode",
@@ -181,6 +182,7 @@ def _start_query(
         storage=config.storage,
     )
     log = _recover(config, applier, on_batch)
+    activate(spark)  # (the spark engine's sinks made their own sessions active meanwhile)
     background, failure = Background(), Failure()
     writer = (
         changelog.writeStream.foreachBatch(
@@ -192,6 +194,12 @@ def _start_query(
     ours = config.kafka_source == "ticdc" or not is_kafka_uri(config.source)
     query = start_query(writer, config.trigger, ours)
     return RunningPipeline(query, background, failure, lease)
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` this thread's active session again in the JVM, where settings read
+    there come from (a spark-engine sink activates its own, per thread: sinks.spark.base)."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
 def take_lease(checkpoint: str, storage: StorageOptions) -> Lease:
