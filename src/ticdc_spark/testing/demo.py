@@ -14,7 +14,7 @@ from typing import Any
 from ticdc_spark.codec import get_codec
 from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks import make_sink
-from ticdc_spark.spark.console import console_settings, quiet
+from ticdc_spark.spark.console import console_settings, quiet, startup_hidden
 from ticdc_spark.spark.pipeline import PipelineConfig, default_mode, run
 from ticdc_spark.spark.session import local_session
 from ticdc_spark.testing.produce import produce_workload
@@ -137,7 +137,8 @@ def _produce(protocol: str, workload: Any, options: dict[str, str], root: Path) 
 
 def _session() -> Any:
     """The demo's local Spark session, with Delta's Spark integration (the spark engine)."""
-    spark = local_session("ticdc-spark demo", settings=console_settings({}), features=("delta",))
+    with startup_hidden():  # (Ivy's report of Delta's jars, the JVM's notes)
+        spark = local_session("ticdc-spark demo", settings=console_settings({}), features=("delta",))
     quiet(spark)
     return spark
 
