@@ -138,7 +138,9 @@ def _produce(protocol: str, workload: Any, options: dict[str, str], root: Path) 
 def _session() -> Any:
     """The demo's local Spark session, with Delta's Spark integration (the spark engine)."""
     with startup_hidden():  # (Ivy's report of Delta's jars, the JVM's notes)
-        spark = local_session("ticdc-spark demo", settings=console_settings({}), features=("delta",))
+        spark = local_session(
+            "ticdc-spark demo", settings=console_settings({}), features=("delta",)
+        )
     quiet(spark)
     return spark
 
