@@ -231,7 +231,8 @@ def run_harness(
         checkpoint, target_spec, batches, protocol, mode, changelog_tables, engine
     )
     env = harness_environment(crash_at, storage)
-    done = subprocess.run(command, env=env, capture_output=True, timeout=600, check=False)
+    # (a safety net: a hung harness fails the test instead of the suite)
+    done = subprocess.run(command, env=env, capture_output=True, timeout=1800, check=False)
     if done.returncode not in (0, 86):
         raise AssertionError(done.stderr.decode()[-3000:])
     return done.returncode

@@ -77,7 +77,7 @@ def _replicate(
 
 @pytest.mark.parametrize(
     ("protocol", "kind"),
-    [("canal-json", "delta"), ("canal-json", "iceberg"), ("open-protocol", "delta")],
+    [("canal-json", "delta"), ("open-protocol", "iceberg")],
 )
 def test_replicate_on_the_cluster_gives_the_expected_tables(
     spark_cluster: SparkCluster,

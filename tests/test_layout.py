@@ -21,17 +21,6 @@ MAX_FUNCTION, MAX_MODULE = 40, 600
 BENCH = "ticdc_spark.testing"
 BENCH_USERS = ("ticdc_spark.cli", "ticdc_spark.testing")
 
-# Paths being split on a branch not merged yet (the Kafka reader's, on the Spark 4.1 port):
-# emptied as it lands.
-NOT_YET_SPLIT = (
-    "spark/kafka/offsets.py",
-    "spark/kafka/reader.py",
-)
-
-
-def _excused(path: Path) -> bool:
-    return str(path.relative_to(PACKAGE)).startswith(NOT_YET_SPLIT)
-
 
 @cache
 def _modules() -> dict[str, Path]:
@@ -101,7 +90,7 @@ def test_no_function_over_40_lines() -> None:
         for node in ast.walk(_tree(name)):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
-                if length > MAX_FUNCTION and not _excused(path):
+                if length > MAX_FUNCTION:
                     long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {length}")
     assert long == []
 
@@ -111,7 +100,6 @@ def test_no_module_over_600_lines() -> None:
         f"{path.relative_to(SRC)}: {lines}"
         for path in _modules().values()
         if (lines := path.read_text(encoding="utf-8").count("\n")) > MAX_MODULE
-        and not _excused(path)
     ]
     assert long == []
 
@@ -120,9 +108,7 @@ def test_no_import_cycle() -> None:
     graph: dict[str, set[str]] = defaultdict(set)
     for name in _modules():
         graph[name] = _imports(name)
-    modules = _modules()
-    cycles = [c for c in _cycles(graph) if not any(_excused(modules[m]) for m in c)]
-    assert cycles == []
+    assert _cycles(graph) == []
 
 
 def test_the_cycle_check_sees_imports_inside_functions() -> None:

@@ -68,19 +68,13 @@ HARNESS_POINTS = {
         "state-saved:*",
         "committed:*",
     ],
-    # The spark engine: its own points (each start costs a JVM: the harness's points before
-    # the apply are the same code as the embedded chains'); the stream's INT -> BIGINT is a
-    # schema change in place there (no rewrite), killed between the change and its version.
-    ("spark", "delta"): [
-        "logged:3",
-        "step:3:2",
-        "schema-changed",
-        "rename",
-        "drop",
-        "drop-deleting",
-        "state-saved:*",
-    ],
-    ("spark", "iceberg"): ["logged:3", "step:3:2", "schema-changed", "step:*:1", "state-saved:*"],
+    # The spark engine: the points its own code reaches (each start costs a JVM, so the
+    # harness's points before the apply, and the Delta renames and drops, which are the
+    # embedded sink's code on the same files, are the embedded chains'); the stream's INT ->
+    # BIGINT is a schema change in place there (no rewrite), killed between the change and
+    # its version.
+    ("spark", "delta"): ["step:3:2", "schema-changed", "state-saved:*"],
+    ("spark", "iceberg"): ["step:3:2", "schema-changed", "step:*:1", "state-saved:*"],
 }
 CHAINS = sorted(HARNESS_POINTS)
 # seconds before a random SIGKILL: the harness's start (a JVM for the spark engine) and then
@@ -136,7 +130,7 @@ def test_killed_at_every_sink_point_and_at_random(
         if engine == "embedded" and number == 6:  # ... or damaged: rebuilt from the log
             _damage_latest_state(checkpoint, "corrupt")
     rng = random.Random(16)
-    for _ in range(3 if engine == "embedded" else 2):  # SIGKILL at random moments (in commits)
+    for _ in range(3 if engine == "embedded" else 1):  # SIGKILL at random moments (in commits)
         process = subprocess.Popen(
             harness_command(checkpoint, spec, prepared["batches"], engine=engine),
             env=environment(),

@@ -250,10 +250,11 @@ def _run_replicate(args: argparse.Namespace) -> int:
 def _session(config: Any, settings: dict[str, str], verbose: bool) -> Any:
     """The run's session: the libraries and S3A settings its target and checkpoint need
     (``pipeline_session``), ``--spark-conf`` over them."""
-    from ticdc_spark.spark.console import quiet
+    from ticdc_spark.spark.console import quiet, startup_hidden
     from ticdc_spark.spark.pipeline import pipeline_session
 
-    spark = pipeline_session(config, settings, "ticdc-spark replicate")
+    with startup_hidden(verbose):  # (Ivy's report of the jars, the JVM's notes)
+        spark = pipeline_session(config, settings, "ticdc-spark replicate")
     quiet(spark, verbose)
     return spark
 
@@ -318,9 +319,12 @@ def _run_verify(args: argparse.Namespace) -> int:
     Compare every table of an expected state (written by produce) with the live rows of the
     target tables; exit 1 if any differs.
     """
+    from ticdc_spark.spark.console import startup_hidden
     from ticdc_spark.testing.verify import target_sink, verify_sink
 
-    reports = verify_sink(target_sink(args.target, args.engine, _storage(args)), args.expected)
+    with startup_hidden(getattr(args, "verbose", False)):  # (a Spark session, for spark tables)
+        sink = target_sink(args.target, args.engine, _storage(args))
+    reports = verify_sink(sink, args.expected)
     for report in reports:
         print(report.summary())
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FAILURE

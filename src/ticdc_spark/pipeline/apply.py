@@ -208,7 +208,7 @@ class Applier:
             f"the consumer state in {self.store.root} does not reach micro-batch {wanted}, the "
             f"last Spark committed or the pipeline logged ({'; '.join(problems)}). Rebuilding it "
             f"from {start} needs the changelogs of micro-batches {gone[0]}-{gone[-1]} (in "
-            f"wal/ beside it), which are gone. {CHECKPOINT_WAY_OUT}"
+            f"{log.root}), which are gone. {CHECKPOINT_WAY_OUT}"
         )
 
     def _renamed_since(self, steps: list[Step], number: int, version: int) -> bool:

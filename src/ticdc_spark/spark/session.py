@@ -70,15 +70,7 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(master).appName(app)
-    chosen = {
-        **_defaults(),
-        **(_local_defaults(cores) if is_local(master) else _cluster_defaults()),
-        **(_LOOPBACK if loopback else {}),
-        **ARROW_BATCH_CONF,
-        **spark_settings(features),
-        **(settings or {}),
-        **conf,
-    }
+    chosen = _settings(master, cores, loopback, features, settings or {}, conf)
     for key, value in chosen.items():
         builder = builder.config(key, str(value))
     session = builder.getOrCreate()
@@ -86,6 +78,28 @@ def spark_session(
         _check_same_master(session, master)
         check_executors(session)
     return session
+
+
+def _settings(
+    master: str,
+    cores: int,
+    loopback: bool,
+    features: tuple[str, ...],
+    settings: Mapping[str, str],
+    conf: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The session's settings, each layer overriding the ones before it: the pipeline's
+    defaults, those of a local or a cluster master, loopback networking, the Arrow batch
+    size, the JVM libraries of ``features``, then the caller's ``settings`` and ``conf``."""
+    return {
+        **_defaults(),
+        **(_local_defaults(cores) if is_local(master) else _cluster_defaults()),
+        **(_LOOPBACK if loopback else {}),
+        **ARROW_BATCH_CONF,
+        **spark_settings(features),
+        **settings,
+        **conf,
+    }
 
 
 def _check_same_master(session: Any, master: str) -> None:

@@ -162,19 +162,22 @@ class OffsetReader:
         asked (the broker's ListOffsets by timestamp); a partition no record's time reaches
         fails the query with ``fail_on_no_match``, else takes its end offset.  A per-partition
         JSON must name exactly the source's partitions, as Spark requires."""
-        from confluent_kafka import TopicPartition
-
         if bounds is None:
             bounds = self.bounds(self.partitions())
         parts = sorted(bounds)
         if times.each is not None:
-            named = sorted((t, int(p)) for t, ps in times.each.items() for p in ps)
-            if named != parts:
-                raise ConfigError(
-                    f"if {times.option} contains specific offsets, it must name every partition "
-                    f"of the source; named: {[f'{t}-{p}' for t, p in named]}, the source's: "
-                    f"{[f'{t}-{p}' for t, p in parts]}"
-                )
+            _require_every_partition_named(times.option, times.each, parts)
+        found = self._offsets_for_times(times, parts)
+        return offsets_at_times(found, times, bounds, fail_on_no_match)
+
+    def _offsets_for_times(
+        self, times: Timestamps, parts: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
+        """The broker's answer (ListOffsets by timestamp, retried) for each partition: its
+        earliest offset whose record time is at or after the time asked, negative where none
+        is; :func:`offsets_at_times` decides what such a partition gets."""
+        from confluent_kafka import TopicPartition
+
         asked = [TopicPartition(t, p, times.time_of(t, p)) for t, p in parts]
         try:
             answers = self._retrying(
@@ -194,7 +197,7 @@ class OffsetReader:
                     f"{answer.error}"
                 )
             found[(answer.topic, answer.partition)] = int(answer.offset)
-        return offsets_at_times(found, times, bounds, fail_on_no_match)
+        return found
 
     def resolve(
         self,
@@ -211,14 +214,9 @@ class OffsetReader:
         parts = sorted(bounds)
         wanted = parse_spec(spec, default)
         if "*" not in wanted:
-            named = sorted((t, int(p)) for t, ps in wanted.items() for p in ps)
-            if named != parts:
-                raise ConfigError(
-                    f"if {option} contains specific offsets, it must name every partition of "
-                    "the source (-1 for latest, -2 for earliest); named: "
-                    f"{[f'{t}-{p}' for t, p in named]}, the source's: "
-                    f"{[f'{t}-{p}' for t, p in parts]}"
-                )
+            _require_every_partition_named(
+                option, wanted, parts, " (-1 for latest, -2 for earliest)"
+            )
         offsets: Offsets = {}
         for topic, partition in parts:
             low, high = bounds[(topic, partition)]
@@ -228,6 +226,24 @@ class OffsetReader:
             value = low if asked == EARLIEST else high if asked == LATEST else asked
             offsets.setdefault(topic, {})[str(partition)] = value
         return offsets
+
+
+def _require_every_partition_named(
+    option: str,
+    spec: Offsets,
+    parts: list[tuple[str, int]],
+    hint: str = "",
+) -> None:
+    """Refuse a per-partition JSON option (offsets or times, ``{topic: {partition: ...}}``)
+    that does not name exactly the source's partitions ``parts`` (sorted), as Spark does;
+    ``hint`` says what else the option accepts."""
+    named = sorted((t, int(p)) for t, ps in spec.items() for p in ps)
+    if named != parts:
+        raise ConfigError(
+            f"if {option} contains specific offsets, it must name every partition of the "
+            f"source{hint}; named: {[f'{t}-{p}' for t, p in named]}, the source's: "
+            f"{[f'{t}-{p}' for t, p in parts]}"
+        )
 
 
 def offsets_at_times(

@@ -39,7 +39,37 @@ def read_range(
     A range is finished by the consumer's position, not by its last record: offsets that
     are never delivered (transaction markers; aborted records under read_committed) may end
     it, and the consumer moves past them (at the end of the log it says so with an EOF)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    consumer = _range_consumer(config, topic, partition, since)
+    columns = empty_columns()
+    position, deadline = since, time.monotonic() + config.poll_timeout_s
+    try:
+        while position < until:
+            batch = consumer.consume(num_messages=min(BATCH_ROWS, until - position), timeout=1)
+            if not batch:
+                # nothing delivered: the consumer may still have moved past invisible offsets
+                position = max(position, min(_position(consumer, topic, partition), until))
+                if position < until and time.monotonic() > deadline:
+                    raise TiCDCSparkError(
+                        f"timed out reading {topic}/{partition} offsets {since}..{until} at "
+                        f"{position} (kafkaConsumer.pollTimeoutMs)"
+                    )
+                continue
+            deadline = time.monotonic() + config.poll_timeout_s
+            position = _take(batch, columns, consumer, config, topic, partition, position, until)
+            if len(columns["offset"]) >= BATCH_ROWS:
+                yield record_batch(columns, config.include_headers)
+                columns = empty_columns()
+    finally:
+        consumer.close()
+    if columns["offset"]:
+        yield record_batch(columns, config.include_headers)
+
+
+def _range_consumer(config: SourceConfig, topic: str, partition: int, since: int) -> Any:
+    """A consumer assigned to ``partition`` at ``since``: it reports the end of the log (an
+    EOF, which may finish a range ending in invisible offsets) and never resets its offset
+    by itself (an offset the broker lost is an error here, for :func:`_recover`)."""
+    from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
         {
@@ -49,51 +79,41 @@ def read_range(
         }
     )
     consumer.assign([TopicPartition(topic, partition, since)])
-    columns = empty_columns()
-    position, deadline = since, time.monotonic() + config.poll_timeout_s
-    try:
-        while position < until:
-            batch = consumer.consume(num_messages=min(BATCH_ROWS, until - position), timeout=1)
-            if not batch:
-                position = max(position, min(_position(consumer, topic, partition), until))
-                if position >= until:
-                    break
-                if time.monotonic() > deadline:
-                    raise TiCDCSparkError(
-                        f"timed out reading {topic}/{partition} offsets {since}..{until} at "
-                        f"{position} (kafkaConsumer.pollTimeoutMs)"
-                    )
+    return consumer
+
+
+def _take(
+    batch: list[Any],
+    columns: dict[str, list[Any]],
+    consumer: Any,
+    config: SourceConfig,
+    topic: str,
+    partition: int,
+    position: int,
+    until: int,
+) -> int:
+    """Append to ``columns`` the records of one consumed ``batch`` below ``until``, and return
+    the position after them: past an EOF's offset, the offset the read goes on from after a
+    data loss, or ``until`` once a record reaches it.  Any other Kafka error fails the task."""
+    from confluent_kafka import KafkaError
+
+    for message in batch:
+        error = message.error()
+        if error is not None:
+            if error.code() == KafkaError._PARTITION_EOF:
+                # the end of the log: what lies below it was delivered or is invisible
+                position = max(position, min(int(message.offset() or 0), until))
                 continue
-            deadline = time.monotonic() + config.poll_timeout_s
-            for message in batch:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        # the end of the log: what lies below it was delivered or is invisible
-                        position = max(position, min(int(message.offset() or 0), until))
-                        continue
-                    if error.code() not in (
-                        KafkaError._AUTO_OFFSET_RESET,
-                        KafkaError.OFFSET_OUT_OF_RANGE,
-                    ):
-                        raise TiCDCSparkError(
-                            f"Kafka error at {topic}/{partition}@{position}: {error}"
-                        )
-                    position = _recover(consumer, config, topic, partition, position, until)
-                    break  # what else this batch holds was fetched before the reset
-                offset = int(message.offset() or 0)
-                if offset >= until:
-                    position = until
-                    break
-                position = offset + 1
-                _append(columns, message)
-            if len(columns["offset"]) >= BATCH_ROWS:
-                yield record_batch(columns, config.include_headers)
-                columns = empty_columns()
-    finally:
-        consumer.close()
-    if columns["offset"]:
-        yield record_batch(columns, config.include_headers)
+            if error.code() not in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+                raise TiCDCSparkError(f"Kafka error at {topic}/{partition}@{position}: {error}")
+            # what else this batch holds was fetched before the reset
+            return _recover(consumer, config, topic, partition, position, until)
+        offset = int(message.offset() or 0)
+        if offset >= until:
+            return until
+        position = offset + 1
+        _append(columns, message)
+    return position
 
 
 def _position(consumer: Any, topic: str, partition: int) -> int:
