@@ -295,10 +295,10 @@ def test_produce_filter_sends_and_expects_only_kept_tables(tmp_path: Path, capsy
 
 
 def test_replicate_carries_the_filter_to_the_pipeline(tmp_path: Path, monkeypatch, capsys) -> None:
-    from ticdc_spark.spark import pipeline, session
+    from ticdc_spark.spark import pipeline
 
     seen = []
-    monkeypatch.setattr(session, "spark_session", lambda *a, **k: _NoSpark())
+    monkeypatch.setattr(pipeline, "spark_session", lambda *a, **k: _NoSpark())
 
     def replicated(spark: object, config: object, on_batch: object, lease: Any) -> None:
         lease.release()  # (as the run does when it ends)
@@ -313,6 +313,34 @@ def test_replicate_carries_the_filter_to_the_pipeline(tmp_path: Path, monkeypatc
     code, _, err = run([*argv, "--filter", "db"], capsys)  # a bad rule: before Spark starts
     assert code == 2 and "'db'" in err and "missing table pattern" in err
     assert len(seen) == 1
+
+
+def test_replicate_loads_s3a_for_tables_on_s3_under_the_spark_engine(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """The session of a run whose tables are on s3:// loads S3A beside Delta's jars,
+    configured from the storage settings (``--spark-conf`` wins); under the embedded engine
+    (and a local checkpoint) it loads neither."""
+    from ticdc_spark.spark import pipeline
+
+    started: list[dict[str, Any]] = []
+    monkeypatch.setattr(pipeline, "spark_session", lambda *a, **k: started.append(k) or _NoSpark())
+    monkeypatch.setattr(pipeline, "run", lambda spark, config, on_batch, lease: lease.release())
+    argv = ["replicate", "--source", str(tmp_path), "-p", "canal-json"]
+    argv += ["-o", "enable-tidb-extension=true", "--checkpoint", str(tmp_path / "c")]
+    argv += ["--target", "delta:s3://lake/t", "--storage-option", "AWS_ENDPOINT_URL=http://h:9"]
+    argv += ["--spark-conf", "spark.hadoop.fs.s3a.path.style.access=false"]
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    settings = started[0]["settings"]
+    assert {"delta", "s3"} <= set(started[0]["features"])
+    assert settings["spark.hadoop.fs.s3a.endpoint"] == "http://h:9"
+    assert settings["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert settings["spark.hadoop.fs.s3a.path.style.access"] == "false"  # (storage's: true)
+    code, _, err = run([*argv, "--engine", "embedded"], capsys)
+    assert code == 0, err
+    assert not {"delta", "s3"} & set(started[1]["features"])
+    assert "spark.hadoop.fs.s3a.endpoint" not in started[1]["settings"]
 
 
 class _NoSpark:

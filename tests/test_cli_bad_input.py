@@ -27,7 +27,7 @@ import pytest
 from pipeline_helpers import canal_message
 from ticdc_spark.cli import main
 from ticdc_spark.codec import Message
-from ticdc_spark.spark import pipeline, session
+from ticdc_spark.spark import pipeline
 from ticdc_spark.testing.produce import produce_workload
 from ticdc_spark.testing.workload import Workload
 
@@ -79,6 +79,12 @@ SPARK_FREE = [
     (["-o", "max-batch-sise=3"], "unknown option 'max-batch-sise' for canal-json; valid:"),
     (["--filter", "db"], "missing table pattern"),
     (["--target", "parquet:/tmp/x"], "use delta:PATH or iceberg:CATALOG_URI#WAREHOUSE"),
+    # (the spark engine's session loads S3A, no GCS or Azure connector; the embedded writes them)
+    (["--target", "delta:gs://lake/t"], "the spark engine does not write tables to gs:// yet"),
+    (
+        ["--target", "iceberg:sqlite:////tmp/c.db#abfss://c@a.dfs.core.windows.net/w"],
+        "does not write tables to abfss:// yet (Spark would write them through a Hadoop",
+    ),
     ("MODE CONSISTENT", "carries only with enable-tidb-extension=true"),
     ("AVRO", "the avro protocol needs a Confluent Schema Registry"),
     ("AVRO MOCK", "exists only inside one process"),
@@ -110,7 +116,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("Spark was started before the arguments were checked")
 
-    monkeypatch.setattr(session, "spark_session", refuse)
+    monkeypatch.setattr(pipeline, "spark_session", refuse)
 
 
 @pytest.mark.parametrize(("case", "answer"), SPARK_FREE, ids=[str(c) for c, _ in SPARK_FREE])
@@ -168,7 +174,7 @@ def test_canal_json_without_its_extension_is_replicated_in_eventual_mode_saying_
     capture: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
     seen = []
-    monkeypatch.setattr(session, "spark_session", lambda *a, **k: _NoSpark())
+    monkeypatch.setattr(pipeline, "spark_session", lambda *a, **k: _NoSpark())
 
     def run(spark: object, config: object, on_batch: object, lease: Any) -> None:
         lease.release()  # (as the run does when it ends)

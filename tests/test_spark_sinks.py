@@ -275,3 +275,47 @@ def test_a_delta_table_the_embedded_engine_made_with_a_datetime_column_reads_on_
     path = str(sink.path(("db", "t")))
     assert "invariants" in (DeltaTable(path).protocol().writer_features or [])
     assert spark.read.format("delta").load(path).columns == ["id", "at", "_commit_ts"]
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_tables_on_s3_taken_over_from_the_embedded_engine_then_truncated_renamed_and_dropped(
+    kind: str, spark: Any, s3_root: str, s3_options: Any, tmp_path: Path
+) -> None:
+    """On S3 (SeaweedFS), configured only by the storage options ``make_sink`` is given
+    (the shared session was started without S3A settings: the sink's sessions get them): a
+    table the embedded engine made is found, its version read and its rows merged by Spark
+    (the table's files, which pyiceberg placed, read through S3A), then truncated, renamed
+    and dropped."""
+    from ticdc_spark.sinks import make_sink
+    from ticdc_spark.storage import open_store
+
+    if kind == "delta":
+        target = f"delta:{s3_root}/lake"
+    else:
+        target = f"iceberg:sqlite:///{tmp_path / 'catalog.db'}#{s3_root}/warehouse"
+    embedded = make_sink(target, "test-app", "embedded", storage=s3_options)
+    first = (("insert", 10, {"id": "1", "v": "a"}), ("insert", 10, {"id": "2", "v": "b"}))
+    embedded.apply_rows(_step(TABLE, *first), 1)
+    sink: Any = make_sink(target, "test-app", "spark", spark, s3_options)
+    assert sink.tables() == [("db", "t")] and sink.applied_version(("db", "t")) == 1
+    update, delete = ("update", 20, {"id": "1", "v": "a2"}), ("delete", 20, {"id": "2"})
+    sink.apply_rows(_step(TABLE, update, delete, ("insert", 30, {"id": "3", "v": "c"})), 2)
+    assert [(r["id"], r["v"]) for r in _rows(sink)] == [(1, "a2"), (3, "c")]
+    truncate = DDLStep("db", "t", 25, "TRUNCATE TABLE t", DDLType.TRUNCATE_TABLE, TABLE, TABLE)
+    sink.apply_ddl(truncate, 3)
+    assert [r["id"] for r in _rows(sink)] == [3]
+    rename = DDLStep(
+        "db", "t", 40, "RENAME TABLE t TO u", DDLType.RENAME_TABLE, TABLE, None,
+        renamed_to=("db2", "u"),
+    )  # fmt: skip
+    sink.apply_ddl(rename, 4)
+    assert sink.tables() == [("db2", "u")] and [r["id"] for r in _rows(sink, ("db2", "u"))] == [3]
+    restarted: Any = make_sink(target, "test-app", "spark", spark, s3_options)
+    assert [r["id"] for r in _rows(restarted, ("db2", "u"))] == [3]
+    drop = DDLStep("db2", "u", 50, "DROP TABLE u", DDLType.DROP_TABLE, None, None,
+                   dropped=(("db2", "u"),))  # fmt: skip
+    restarted.apply_ddl(drop, 5)
+    assert restarted.tables() == []
+    root = target.rpartition("#")[2].removeprefix("delta:")
+    left = open_store(root, s3_options).list_keys()
+    assert not [k for k in left if k.endswith(".parquet")], left  # (Spark deleted them too)

@@ -19,7 +19,6 @@ from ticdc_spark.cli.args import (
     subcommand,
 )
 from ticdc_spark.codec import protocols
-from ticdc_spark.errors import ConfigError
 
 __all__ = ["add_replicate", "add_verify"]
 
@@ -34,32 +33,6 @@ def add_replicate(commands: Any) -> None:
     parser.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     filter_argument(parser)
     _storage_argument(parser)
-
-
-# Checkpoint schemes Spark's own part of the checkpoint can be written to: local paths, and
-# S3 through Hadoop's S3A connector (the session's ``s3`` feature).  GCS and Azure would
-# need their Hadoop connectors on the session, which it does not load yet.
-_SPARK_CHECKPOINT_SCHEMES = ("", "file", "s3", "s3a")
-
-
-def _checkpoint_session(
-    args: argparse.Namespace, storage: Any
-) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The Spark features and settings the checkpoint needs: S3A for one on ``s3://``
-    (configured from the same storage settings as everything else; ``--spark-conf`` wins)."""
-    from urllib.parse import urlsplit
-
-    scheme = urlsplit(args.checkpoint).scheme.lower()
-    scheme = "" if len(scheme) == 1 else scheme  # (C:\ on Windows)
-    if scheme not in _SPARK_CHECKPOINT_SCHEMES:
-        raise ConfigError(
-            f"--checkpoint on {scheme}:// is not supported yet (Spark keeps its part of the "
-            "checkpoint there through a Hadoop connector the session does not load): use "
-            "s3:// or a local directory"
-        )
-    if scheme in ("s3", "s3a"):
-        return ("s3",), storage.spark_s3a()
-    return (), {}
 
 
 def _storage_argument(parser: argparse.ArgumentParser) -> None:
@@ -257,16 +230,15 @@ def _run_replicate(args: argparse.Namespace) -> int:
     from ticdc_spark.spark.preflight import preflight
 
     config, note = _replicate_config(args)
-    features, settings = _checkpoint_session(args, config.storage)
     preflight(config)  # (before Spark starts, and before anything is written)
     if is_kafka_uri(config.source):  # (an unreachable broker: one line, before Spark starts)
         check_reachable(config.source, config.source_options)
     if note:
         print(f"ticdc-spark replicate: {note}", file=sys.stderr)
-    settings = console_settings(settings | parse_key_values(args.spark_conf, "--spark-conf"))
+    settings = console_settings(parse_key_values(args.spark_conf, "--spark-conf"))
     lease = take_lease(config.checkpoint, config.storage)  # (another job's: before Spark starts)
     try:
-        spark = _session(config, features, settings, args.verbose)
+        spark = _session(config, settings, args.verbose)
     except BaseException:
         lease.release()
         raise
@@ -275,14 +247,14 @@ def _run_replicate(args: argparse.Namespace) -> int:
     return totals.finish(config)
 
 
-def _session(
-    config: Any, features: tuple[str, ...], settings: dict[str, str], verbose: bool
-) -> Any:
+def _session(config: Any, settings: dict[str, str], verbose: bool) -> Any:
+    """The run's session: the libraries and S3A settings its target and checkpoint need
+    (``pipeline_session``), ``--spark-conf`` over them."""
     from ticdc_spark.spark.console import quiet, startup_hidden
     from ticdc_spark.spark.pipeline import pipeline_session
 
     with startup_hidden(verbose):  # (Ivy's report of the jars, the JVM's notes)
-        spark = pipeline_session(config, settings, "ticdc-spark replicate", features)
+        spark = pipeline_session(config, settings, "ticdc-spark replicate")
     quiet(spark, verbose)
     return spark
 
@@ -336,7 +308,7 @@ def add_verify(commands: Any) -> None:
         choices=("spark", "embedded"),
         help="read the tables as this engine wrote them: spark (Spark SQL; the only reader "
         "of Delta tables with deletion vectors among the two) or embedded (delta-rs / "
-        "pyiceberg, no JVM). Default: spark, embedded for tables on an object store",
+        "pyiceberg, no JVM). Default: spark",
     )
     _storage_argument(parser)
 

@@ -19,6 +19,7 @@ from ticdc_spark.io.kafka import redact
 from ticdc_spark.pipeline.policy import Engine
 from ticdc_spark.sinks.base import TableSink
 from ticdc_spark.storage import StorageOptions
+from ticdc_spark.storage.hadoop import table_features
 
 __all__ = [
     "SINKS",
@@ -26,7 +27,7 @@ __all__ = [
     "SinkEntry",
     "check_target",
     "make_sink",
-    "on_object_store",
+    "table_root",
     "target_scheme",
 ]
 
@@ -91,43 +92,33 @@ def make_sink(
     and WAREHOUSE local or an object store's URI, configured by ``storage``: by default the
     environment's).  ``app_id`` is the pipeline's id, under which a sink records the steps
     it applied; the Spark engine's sinks apply through ``spark`` (a SparkSession with the
-    format's jars: :func:`ticdc_spark.spark.jars.spark_settings`)."""
+    format's jars, and S3A's for tables on ``s3://``: :func:`ticdc_spark.spark.jars.
+    engine_features`)."""
     scheme, location = target_scheme(target)
     if Engine.parse(engine) == Engine.EMBEDDED:
         return SINKS[scheme].load().from_target(location, app_id, storage)
-    _check_spark_location(location)
+    table_features(table_root(target))
     if spark is None:
         raise ConfigError("the spark engine's sinks need a SparkSession")
-    sink: TableSink = SPARK_SINKS[scheme].load().from_spark(spark, location, app_id)  # type: ignore[attr-defined]
+    entry = SPARK_SINKS[scheme].load()
+    sink: TableSink = entry.from_spark(spark, location, app_id, storage)  # type: ignore[attr-defined]
     return sink
 
 
 def check_target(target: str, engine: str = Engine.EMBEDDED) -> None:
     """Refuse a target spec :func:`make_sink` would refuse (an unknown scheme, a library
-    missing, an object store under the spark engine), without loading its sink or touching
-    the target."""
-    scheme, location = target_scheme(target)
+    missing, a store the spark engine's session has no connector for), without loading its
+    sink or touching the target."""
+    scheme, _ = target_scheme(target)
     if Engine.parse(engine) == Engine.EMBEDDED:
         SINKS[scheme].check_library()
     else:
-        _check_spark_location(location)
+        table_features(table_root(target))
 
 
-def on_object_store(target: str) -> bool:
-    """Whether a target's tables (a Delta path, an Iceberg warehouse) are on an object store."""
-    warehouse = target.partition(":")[2].rpartition("#")[2]
-    return "://" in warehouse and not warehouse.lower().startswith("file:")
-
-
-def _check_spark_location(location: str) -> None:
-    """The spark engine's tables live on local paths for now (its sessions do not configure
-    S3A for tables yet); the embedded engine writes them to object stores."""
-    warehouse = location.rpartition("#")[2]
-    if on_object_store(f"x:{location}"):
-        raise ConfigError(
-            f"the spark engine does not write tables to {redact(warehouse)} yet: replicate "
-            "with --engine embedded for tables on an object store"
-        )
+def table_root(target: str) -> str:
+    """Where a target's tables live: a Delta root, an Iceberg warehouse (a path or a URI)."""
+    return target.partition(":")[2].rpartition("#")[2]
 
 
 def target_scheme(target: str) -> tuple[str, str]:

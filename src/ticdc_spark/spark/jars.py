@@ -122,13 +122,17 @@ def spark_settings(features: Iterable[str]) -> dict[str, str]:
 
 
 def engine_features(target: str, engine: str) -> tuple[str, ...]:
-    """The features a pipeline's session needs for its target: the format's Spark
-    integration under the Spark engine, nothing under the embedded one."""
+    """The features a pipeline's session needs for its target: under the Spark engine the
+    format's Spark integration, and S3A for tables on ``s3://``; nothing under the embedded
+    one.  A ConfigError for a store the session has no connector for."""
     from ticdc_spark.pipeline.policy import Engine
-    from ticdc_spark.sinks import target_scheme
+    from ticdc_spark.sinks import table_root, target_scheme
+    from ticdc_spark.storage.hadoop import table_features
 
     scheme, _ = target_scheme(target)
-    return (scheme,) if Engine.parse(engine) == Engine.SPARK else ()
+    if Engine.parse(engine) != Engine.SPARK:
+        return ()
+    return (scheme, *table_features(table_root(target)))
 
 
 def check_session(spark: Any, features: Iterable[str]) -> None:

@@ -53,6 +53,7 @@ from ticdc_spark.spark.session import spark_session
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 from ticdc_spark.spark.trigger import once_options, start_query
 from ticdc_spark.storage import Lease, StorageOptions, join, open_store
+from ticdc_spark.storage.hadoop import checkpoint_features, s3a_settings
 
 __all__ = [
     "PipelineConfig",
@@ -133,11 +134,14 @@ def pipeline_session(
 ) -> Any:
     """The session ``config`` runs on: local, or the driver here and the executors on the
     cluster at ``config.master``; with the JVM libraries its target's engine, its Kafka
-    source and ``features`` (the checkpoint's store) need (resolved once, shipped by Spark
-    to the executors)."""
+    source, its checkpoint's store and ``features`` need (resolved once, shipped by Spark to
+    the executors), S3A configured from ``config.storage`` when one of them is on ``s3://``
+    (``settings`` win)."""
     features += engine_features(config.target, config.engine)
+    features += checkpoint_features(config.checkpoint)
     if is_kafka_uri(config.source) and config.kafka_source == "spark":
         features += ("kafka",)
+    settings = s3a_settings(features, config.storage) | (settings or {})
     return spark_session(app, config.master, settings=settings, features=features)
 
 

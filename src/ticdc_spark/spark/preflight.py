@@ -34,6 +34,7 @@ from ticdc_spark.spark.kafka.options import SourceConfig
 from ticdc_spark.spark.pipeline import PipelineConfig, trigger_seconds
 from ticdc_spark.spark.sources import bounded_source_options, kafka_options
 from ticdc_spark.storage import is_local
+from ticdc_spark.storage.hadoop import checkpoint_features
 from ticdc_spark.storage.store import local_path
 
 __all__ = ["KAFKA_OPTIONS", "preflight"]
@@ -118,6 +119,7 @@ def _check_checkpoint(config: PipelineConfig) -> None:
     """A checkpoint that exists must be a directory (or prefix) whose Spark part is there,
     and switching it to eventual mode must not strand the rows it holds back for the
     watermark."""
+    checkpoint_features(config.checkpoint)  # (a store Spark cannot write to: before any use)
     letters = config.dead_letters
     if letters and is_local(letters) and Path(local_path(letters)).is_file():
         raise ConfigError(f"--dead-letters {letters} is a file, not a directory")

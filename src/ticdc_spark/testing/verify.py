@@ -125,16 +125,19 @@ def verify_sink(sink: Any, expected_dir: str | Path) -> list[TableReport]:
 def target_sink(
     target: str, engine: str | None = None, storage: StorageOptions | None = None
 ) -> TableSink:
-    """A sink to read a target's tables as ``engine`` wrote them (the spark engine's through
-    a local Spark session with the format's jars; by default spark, but embedded for tables
-    on an object store, which only the embedded engine writes for now)."""
-    from ticdc_spark.sinks import make_sink, on_object_store
+    """A sink to read a target's tables as ``engine`` wrote them (by default spark: through
+    a local Spark session with the format's jars, and S3A's for tables on ``s3://``)."""
+    from ticdc_spark.sinks import make_sink
     from ticdc_spark.spark.jars import engine_features
     from ticdc_spark.spark.session import local_session
+    from ticdc_spark.storage.hadoop import s3a_settings
 
-    engine = engine or ("embedded" if on_object_store(target) else "spark")
+    engine = engine or "spark"
+    storage = storage or StorageOptions.from_environment()
     features = engine_features(target, engine)
-    spark = local_session("ticdc-spark verify", features=features) if features else None
-    if spark is not None:
+    spark = None
+    if features:
+        settings = s3a_settings(features, storage)
+        spark = local_session("ticdc-spark verify", features=features, settings=settings)
         spark.sparkContext.setLogLevel("ERROR")
     return make_sink(target, engine=engine, spark=spark, storage=storage)

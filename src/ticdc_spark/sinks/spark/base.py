@@ -52,6 +52,8 @@ from ticdc_spark.sinks.spark.sql import (
     spark_type,
     sql_literal,
 )
+from ticdc_spark.storage import StorageOptions
+from ticdc_spark.storage.hadoop import session_s3a_settings
 
 __all__ = ["SparkTableSink"]
 
@@ -63,10 +65,15 @@ class SparkTableSink(TableSink):
     # type changes made in place beyond the common ones
     widens: ClassVar[frozenset[tuple[str, str]]] = frozenset()
 
-    def __init__(self, spark: Any, app_id: str) -> None:
+    def __init__(
+        self, spark: Any, app_id: str, location: str, storage: StorageOptions | None = None
+    ) -> None:
         super().__init__()
         self.spark = spark
         self.app_id = app_id
+        # (the object store's settings: delta-rs's and obstore's here, S3A's in the sessions)
+        self.storage = storage or StorageOptions.from_environment()
+        self._hadoop = session_s3a_settings(spark, location, self.storage)
         self._local = threading.local()
         self._versions: dict[TableKey, int] = {}  # applied versions seen or committed
         self._lock = threading.Lock()
@@ -79,6 +86,8 @@ class SparkTableSink(TableSink):
         if session is None:
             session = self.spark.newSession()
             session.conf.set("spark.sql.session.timeZone", "UTC")
+            for key, value in self._hadoop.items():  # (tables on s3://: S3A)
+                session.conf.set(key, value)
             self.configure(session)
             # The JVM calls made beside SQL (Delta's log, Iceberg's catalog) read the
             # thread's active session's settings; PySpark pins each Python thread to a JVM

@@ -11,6 +11,16 @@ Versions are Delta app transactions (``spark.databricks.delta.write.txnAppId`` /
 ``txnVersion``): Delta records them in the commit of every write, MERGE, UPDATE and DELETE
 and skips a write whose version the table already holds; schema changes carry none, so their
 version is an empty append of its own.
+
+``ROOT`` may be on ``s3://`` (or ``s3a://``): Spark reads and writes the tables through
+Hadoop's S3A (each session of the sink gets the S3A settings of its ``StorageOptions``), and
+what happens outside Spark (listing the tables, whether one exists, drops and renames) is the
+embedded sink's object-store code, through the same settings.  Delta on Spark commits to S3
+with its ``S3SingleDriverLogStore``: a commit file is created only if absent, but that is
+checked within the JVM (a lock per path, an existence check, then the PUT), not by S3, so it
+holds only while one driver writes a table.  The job's lease keeps one job per checkpoint,
+and one pipeline writes a target (two sharing a target would break exactly-once on any
+store); the embedded engine's delta-rs commits with a conditional PUT instead.
 """
 
 from __future__ import annotations
@@ -20,9 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ticdc_spark.errors import SinkError
 from ticdc_spark.sinks.base import TableKey
-from ticdc_spark.sinks.delta import DeltaSink, list_invariants, unreadable
+from ticdc_spark.sinks.delta import DeltaSink
 from ticdc_spark.sinks.spark.base import SparkTableSink
 from ticdc_spark.sinks.spark.sql import quote, sql_literal
 from ticdc_spark.storage import StorageOptions
@@ -57,11 +66,18 @@ class SparkDeltaSink(SparkTableSink):
         }
     )
 
-    def __init__(self, spark: Any, root: str | Path, app_id: str = "ticdc-spark") -> None:
-        super().__init__(spark, app_id)
-        # The embedded sink's directory layout, drops (through a trash directory) and
-        # renames (one directory rename), shared: a table is in the same place either way.
-        self.files = DeltaSink(root, app_id=app_id)
+    def __init__(
+        self,
+        spark: Any,
+        root: str | Path,
+        app_id: str = "ticdc-spark",
+        storage: StorageOptions | None = None,
+    ) -> None:
+        super().__init__(spark, app_id, str(root), storage)
+        # The embedded sink's layout, drops and renames (a directory rename on a disk; on an
+        # object store an intent, then copies and deletes), table listing and existence,
+        # shared: a table is in the same place either way.
+        self.files = DeltaSink(root, app_id=app_id, storage=self.storage)
         self.root = self.files.root
 
     @classmethod
@@ -71,9 +87,11 @@ class SparkDeltaSink(SparkTableSink):
         raise NotImplementedError("the Spark engine's sinks are made by from_spark")
 
     @classmethod
-    def from_spark(cls, spark: Any, location: str, app_id: str) -> SparkDeltaSink:
-        """``delta:PATH`` applied through ``spark``."""
-        return cls(spark, location, app_id=app_id)
+    def from_spark(
+        cls, spark: Any, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> SparkDeltaSink:
+        """``delta:PATH`` applied through ``spark`` (PATH on ``s3://`` through S3A)."""
+        return cls(spark, location, app_id=app_id, storage=storage)
 
     def configure(self, session: Any) -> None:
         """Settings of the sessions that merge (not the caller's own session).
@@ -101,16 +119,11 @@ class SparkDeltaSink(SparkTableSink):
     def exists(self, key: TableKey) -> bool:
         if key in self._open:
             return True
-        from deltalake import DeltaTable
-        from deltalake.exceptions import DeltaError
-
-        path = str(self.files.path(key))
-        if not DeltaTable.is_deltatable(path):
+        if not self.files.exists(key):
             return False
-        try:
-            list_invariants(DeltaTable(path))  # (else Delta on Spark refuses what delta-rs made)
-        except DeltaError as exc:
-            raise SinkError(unreadable(path, exc)) from exc
+        # (lists the invariants feature, else Delta on Spark refuses what delta-rs made; a
+        # log that does not read is one line naming the table)
+        self.files.open_table(key)
         return True
 
     @contextlib.contextmanager

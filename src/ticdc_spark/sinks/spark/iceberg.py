@@ -12,6 +12,13 @@ Versions: every commit carries ``ticdc.app-id`` and ``ticdc.version`` in its sna
 (``spark.sql.iceberg.snapshot-property.*``, read by Iceberg's Spark writes, MERGE, UPDATE and
 DELETE included); a schema change's version is the table property ``ticdc.version`` (what
 the embedded engine records too), set right after it.
+
+The warehouse may be on ``s3://`` (or ``s3a://``): the catalog's files go through Hadoop's
+S3A (:data:`HADOOP_FILE_IO`; each session of the sink gets the S3A settings of its
+``StorageOptions``).  Both engines create a table at ``WAREHOUSE/<db>/<table>`` (pyiceberg
+0.12's ``SqlCatalog`` and Iceberg's JDBC catalog agree) and find it where its metadata says
+(a renamed table stays where it was made); the locations are ``s3://`` URIs, which S3A
+reads too (``fs.s3.impl``), so each engine reads the other's.
 """
 
 from __future__ import annotations
@@ -52,6 +59,11 @@ _ICEBERG_TYPES = {
     "timestamp_ntz": "timestamp",
     "boolean": "boolean",
 }
+# Files through Hadoop's file systems: a local warehouse, or one on s3:// through S3A (the
+# session's S3A settings; Iceberg's own S3FileIO would need the AWS SDK's 641.5 MB bundle,
+# see jars.py).  The JDBC catalog's default, named so that a change of Iceberg's does not
+# move the tables to a FileIO the session cannot configure.
+HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
 _SNAPSHOTS_WALKED = 1000  # how far back a version is looked for (other writers' commits)
 
 
@@ -67,21 +79,17 @@ def catalog_settings(catalog_uri: str, warehouse: str) -> dict[str, str]:
         # after another session's commit)
         f"{prefix}.cache-enabled": "false",
     }
+    if catalog_uri.startswith(("sqlite:///", "jdbc:")):
+        settings[f"{prefix}.type"] = "jdbc"
+        settings[f"{prefix}.uri"] = catalog_uri
+        settings[f"{prefix}.io-impl"] = HADOOP_FILE_IO
     if catalog_uri.startswith("sqlite:///"):
-        path = catalog_uri[len("sqlite://") :]
-        settings.update(
-            {
-                f"{prefix}.type": "jdbc",
-                f"{prefix}.uri": f"jdbc:sqlite:{path}",
-                # tables committed from several threads at once wait for SQLite's lock
-                f"{prefix}.jdbc.busy_timeout": "60000",
-            }
-        )
-    elif catalog_uri.startswith("jdbc:"):
-        settings.update({f"{prefix}.type": "jdbc", f"{prefix}.uri": catalog_uri})
+        settings[f"{prefix}.uri"] = f"jdbc:sqlite:{catalog_uri[len('sqlite://') :]}"
+        # tables committed from several threads at once wait for SQLite's lock
+        settings[f"{prefix}.jdbc.busy_timeout"] = "60000"
     elif catalog_uri.startswith(("http://", "https://")):
         settings.update({f"{prefix}.type": "rest", f"{prefix}.uri": catalog_uri})
-    else:
+    elif not catalog_uri.startswith("jdbc:"):
         raise ConfigError(
             "the Spark engine reads an Iceberg catalog at sqlite:///PATH, jdbc:... or "
             "http(s)://... (a REST catalog)"
@@ -95,8 +103,15 @@ class SparkIcebergSink(SparkTableSink):
     name = "iceberg"
     narrow_integers = False
 
-    def __init__(self, spark: Any, catalog_uri: str, warehouse: str, app_id: str) -> None:
-        super().__init__(spark, app_id)
+    def __init__(
+        self,
+        spark: Any,
+        catalog_uri: str,
+        warehouse: str,
+        app_id: str,
+        storage: StorageOptions | None = None,
+    ) -> None:
+        super().__init__(spark, app_id, warehouse, storage)
         self.settings = catalog_settings(catalog_uri, warehouse)
 
     @classmethod
@@ -106,9 +121,12 @@ class SparkIcebergSink(SparkTableSink):
         raise NotImplementedError("the Spark engine's sinks are made by from_spark")
 
     @classmethod
-    def from_spark(cls, spark: Any, location: str, app_id: str) -> SparkIcebergSink:
-        """``iceberg:CATALOG_URI#WAREHOUSE`` applied through ``spark``."""
-        return cls(spark, *parse_iceberg_target(location), app_id=app_id)
+    def from_spark(
+        cls, spark: Any, location: str, app_id: str, storage: StorageOptions | None = None
+    ) -> SparkIcebergSink:
+        """``iceberg:CATALOG_URI#WAREHOUSE`` applied through ``spark`` (WAREHOUSE on
+        ``s3://`` through S3A)."""
+        return cls(spark, *parse_iceberg_target(location), app_id=app_id, storage=storage)
 
     def configure(self, session: Any) -> None:
         for key, value in self.settings.items():
