@@ -295,16 +295,9 @@ def test_produce_filter_sends_and_expects_only_kept_tables(tmp_path: Path, capsy
 
 
 def test_replicate_carries_the_filter_to_the_pipeline(tmp_path: Path, monkeypatch, capsys) -> None:
-    from ticdc_spark.spark import pipeline
+    from test_cli_bad_input import replicate_without_spark
 
-    seen = []
-    monkeypatch.setattr(pipeline, "spark_session", lambda *a, **k: _NoSpark())
-
-    def replicated(spark: object, config: object, on_batch: object, lease: Any) -> None:
-        lease.release()  # (as the run does when it ends)
-        seen.append(config)
-
-    monkeypatch.setattr(pipeline, "run", replicated)
+    seen = replicate_without_spark(monkeypatch)
     argv = ["replicate", "--engine", "embedded", "--source", str(tmp_path), "-p", "canal-json"]
     argv += ["--target", f"delta:{tmp_path / 't'}", "--checkpoint", str(tmp_path / "c")]
     code, _, err = run([*argv, *FILTER], capsys)

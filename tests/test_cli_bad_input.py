@@ -173,14 +173,7 @@ def test_a_registry_other_processes_cannot_share_is_refused(
 def test_canal_json_without_its_extension_is_replicated_in_eventual_mode_saying_why(
     capture: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    seen = []
-    monkeypatch.setattr(pipeline, "spark_session", lambda *a, **k: _NoSpark())
-
-    def run(spark: object, config: object, on_batch: object, lease: Any) -> None:
-        lease.release()  # (as the run does when it ends)
-        seen.append(config)
-
-    monkeypatch.setattr(pipeline, "run", run)
+    seen = replicate_without_spark(monkeypatch)
     assert main(replicate(capture, tmp_path, protocol=["-p", "canal-json"])) == 0
     err = capsys.readouterr().err
     assert seen[0].mode == "eventual"
@@ -236,6 +229,20 @@ def test_the_kafka_option_names_are_those_docs_kafka_source_tables() -> None:
             first_cell = line.split("|")[1]
             documented |= {n for n in first_cell.split("`")[1::2] if not n.startswith("kafka.")}
     assert documented == set(KAFKA_OPTIONS)
+
+
+def replicate_without_spark(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """``replicate`` up to the run, without Spark: the configurations it would run, in a
+    list (the lease given back, as the run does when it ends)."""
+    seen: list[Any] = []
+
+    def run(spark: object, config: object, on_batch: object, lease: Any) -> None:
+        lease.release()
+        seen.append(config)
+
+    monkeypatch.setattr(pipeline, "spark_session", lambda *a, **k: _NoSpark())
+    monkeypatch.setattr(pipeline, "run", run)
+    return seen
 
 
 class _NoSpark:
