@@ -1,5 +1,6 @@
 """End to end, broker to Delta: throughput and commit-to-apply latency, of both Kafka
-sources side by side (ours, ``ticdc``, and Spark's spark-sql-kafka, ``spark``).
+sources (ours, ``ticdc``, and Spark's spark-sql-kafka, ``spark``) and both apply engines
+(``spark``: Delta MERGE by Spark; ``embedded``: delta-rs on the driver) side by side.
 
 Uses the Apache Kafka broker the tests use (tests/kafka_broker.py: one KRaft node on
 loopback, from Maven Central's jars).
@@ -12,6 +13,7 @@ loopback, from Maven Central's jars).
   micro-batch finished applying - the physical time of its commit ts.
 
     python benchmarks/e2e_bench.py --rows 1000000 --protocol canal-json open-protocol
+    python benchmarks/e2e_bench.py --kafka-source ticdc --engine spark embedded
 
 Each protocol's workload is produced once; each source replicates it into its own table.
 """
@@ -47,6 +49,7 @@ class Bench:
     kafka_source: str = "ticdc"  # or "spark"
     per_batch: int = 0  # Kafka records per micro-batch (0: about 100,000 changes)
     tables: int = 2  # 1: the sysbench-like table only; 2: and the all-types table (heavier)
+    engine: str = "spark"  # what applies the changes (a policy.Engine)
 
     @property
     def options(self) -> dict[str, str]:
@@ -71,6 +74,7 @@ def _config(
         source_options={"maxOffsetsPerTrigger": str(max_offsets)},
         track_commits=True,
         kafka_source=bench.kafka_source,
+        engine=bench.engine,
     )
 
 
@@ -128,7 +132,9 @@ def latency(
         live_clock=True,
         txn_size=4,
     )
-    expression = f"live_{bench.kafka_source}_{bench.protocol.replace('-', '_')}_{{schema}}"
+    expression = (
+        f"live_{bench.kafka_source}_{bench.engine}_{bench.protocol.replace('-', '_')}_{{schema}}"
+    )
     config = _config(bench, bootstrap, _topics(workload, expression), root, "1", 1_000_000)
     finished: list[tuple[float, Any]] = []
 
@@ -182,36 +188,36 @@ def end_to_end(
 ) -> None:
     """Every bench on one broker; a table of the sources side by side at the end."""
     broker = KafkaCluster()
-    results: dict[tuple[str, str], list[str]] = {}
+    results: dict[tuple[str, str, str], list[str]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             backlogs: dict[str, list[str]] = {}
             for bench in benches:
                 if bench.protocol not in backlogs:
                     backlogs[bench.protocol] = produce_backlog(bench, broker.bootstrap, rows)
-                root = Path(tmp) / bench.protocol / bench.kafka_source
+                root = Path(tmp) / bench.protocol / bench.kafka_source / bench.engine
                 rate_in = throughput(spark, bench, broker.bootstrap, backlogs[bench.protocol], root)
                 cells = [f"{rate_in:,.0f}"]
                 found = None
                 if seconds:
                     found = latency(spark, bench, broker.bootstrap, rate, seconds, root / "live")
                 cells += [f"{v:.2f}" for v in found] if found else ["-", "-"]
-                results[(bench.protocol, bench.kafka_source)] = cells
+                results[(bench.protocol, bench.kafka_source, bench.engine)] = cells
     finally:
         broker.stop()
     print(
         f"\n{rows:,} changes, broker to Delta, local[2]; latency at ~{rate:,} rows/s, 1 s trigger"
     )
-    print(f"{'protocol':<14} {'source':<7} {'rows/s':>10} {'p50 s':>7} {'p99 s':>7}  vs ticdc")
-    for (protocol, source), cells in results.items():
-        base = (
-            float(results[(protocol, "ticdc")][0].replace(",", ""))
-            if (protocol, "ticdc") in results
-            else 0
-        )
-        ratio = f"{float(cells[0].replace(',', '')) / base:.2f}x" if base else ""
+    first = next(iter(results))
+    print(
+        f"{'protocol':<14} {'source':<7} {'engine':<9} {'rows/s':>10} {'p50 s':>7} {'p99 s':>7}"
+        f"  vs {first[1]}/{first[2]}"
+    )
+    for (protocol, source, engine), cells in results.items():
+        base = float(results[(protocol, *first[1:])][0].replace(",", ""))
+        ratio = f"{float(cells[0].replace(',', '')) / base:.2f}x"
         print(
-            f"{protocol:<14} {source:<7} {cells[0]:>10} "
+            f"{protocol:<14} {source:<7} {engine:<9} {cells[0]:>10} "
             + " ".join(f"{c:>7}" for c in cells[1:])
             + f"  {ratio}"
         )
@@ -234,15 +240,19 @@ def main() -> None:
     )
     parser.add_argument("--per-batch", type=int, default=0, help="Kafka records per batch")
     parser.add_argument(
+        "--engine", nargs="+", default=["spark"], choices=("spark", "embedded"), help="apply"
+    )
+    parser.add_argument(
         "--tables", type=int, default=2, choices=(1, 2), help="1: sysbench-like only; 2: mixed"
     )
     args = parser.parse_args()
     benches = [
-        Bench(protocol, source, args.per_batch, args.tables)
+        Bench(protocol, source, args.per_batch, args.tables, engine)
         for protocol in args.protocol
         for source in args.kafka_source
+        for engine in args.engine
     ]
-    spark = local_session("e2e-bench", features=["kafka"])
+    spark = local_session("e2e-bench", features=["kafka", "delta"])
     spark.sparkContext.setLogLevel("ERROR")
     end_to_end(spark, benches, args.rows, args.rate, args.seconds)
 
