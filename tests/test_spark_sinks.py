@@ -208,6 +208,26 @@ def test_workloads_land_exactly(
     assert_matches(workload, sink)
 
 
+@pytest.mark.parametrize(
+    "target", ["delta:lake", "iceberg:sqlite:///catalog.db#warehouse"], ids=["delta", "iceberg"]
+)
+def test_relative_locations_are_the_working_directory_s(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    """``--target delta:lake`` (Delta on Spark reads a relative delta.`PATH` as a table of a
+    schema ``delta``) and a relative SQLite catalog and warehouse (the JDBC catalog took
+    ``sqlite:///catalog.db`` for ``/catalog.db``) are under the working directory."""
+    from ticdc_spark.sinks import make_sink
+
+    monkeypatch.chdir(tmp_path)
+    sink = make_sink(target, "test-app", "spark", spark)
+    assert isinstance(sink, SparkTableSink)
+    sink.apply_rows(_step(TABLE, ("insert", 10, {"id": "1", "v": "a"})), 1)
+    assert [(r["id"], r["v"]) for r in _rows(sink)] == [(1, "a")]
+    made = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*.parquet")}
+    assert made == {"lake" if target.startswith("delta") else "warehouse"}
+
+
 # -- the SQL, without Spark -----------------------------------------------------------------
 
 
@@ -236,6 +256,19 @@ def test_schema_change_is_metadata_unless_a_type_does_not_widen() -> None:
     assert schema_change({"id": "string"}, {"id": "int"}, {}, {}).rewrite
     done = {"id": "int", "w": "string", "n": "bigint", "d": "int", "_commit_ts": "bigint"}
     assert schema_change(done, target, {"w": "v"}, {"d": 5}).empty
+
+
+def test_relative_sqlite_catalogs_and_warehouses_are_made_absolute() -> None:
+    from ticdc_spark.sinks.iceberg import parse_iceberg_target
+    from ticdc_spark.sinks.spark.iceberg import catalog_settings
+
+    here = Path.cwd()
+    uri = "spark.sql.catalog.ticdc.uri"
+    assert catalog_settings("sqlite:///c.db", "/w")[uri] == f"jdbc:sqlite:{here / 'c.db'}"
+    assert catalog_settings("sqlite:////tmp/c.db", "/w")[uri] == "jdbc:sqlite:/tmp/c.db"
+    assert parse_iceberg_target("sqlite:///c.db#wh") == ("sqlite:///c.db", str(here / "wh"))
+    for warehouse in ("/tmp/wh", "file:///tmp/wh", "s3://bucket/wh"):
+        assert parse_iceberg_target(f"sqlite:///c.db#{warehouse}")[1] == warehouse
 
 
 def test_defaults_are_written_as_typed_literals() -> None:

@@ -69,7 +69,9 @@ class DeltaSink(StoredSink):
         self.uri = str(root).rstrip("/") or "/"
         self.app_id = app_id
         self.local = is_local(self.uri)
-        self.root = Path(local_path(self.uri)) if self.local else None
+        # (absolute: Delta on Spark takes delta.`PATH` for a path only when PATH is absolute,
+        # and reads a relative one as a table `PATH` of a schema `delta`)
+        self.root = Path(local_path(self.uri)).absolute() if self.local else None
         options = storage or StorageOptions.from_environment()
         self.location, self.secrets = self.uri, options.secrets()
         scheme = self.uri.partition(":")[0]

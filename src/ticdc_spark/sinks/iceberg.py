@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ticdc_spark.errors import ConfigError
@@ -70,7 +71,16 @@ def parse_iceberg_target(spec: str) -> tuple[str, str]:
             "an Iceberg target is iceberg:CATALOG_URI#WAREHOUSE, e.g. "
             "iceberg:sqlite:////tmp/catalog.db#file:///tmp/warehouse"
         )
-    return uri, warehouse
+    return uri, _absolute_if_local(warehouse)
+
+
+def _absolute_if_local(location: str) -> str:
+    """A warehouse given as a relative local path, made absolute: the catalog stores each
+    table's location, and a relative one would be read against whatever directory a later
+    reader (or the Spark engine's JVM) runs in."""
+    if "://" in location or location.startswith("/"):
+        return location
+    return str(Path(location).absolute())
 
 
 def iceberg_arrow_schema(schema: TableSchema, *, op: bool = False) -> Any:

@@ -27,6 +27,7 @@ import contextlib
 import datetime as dt
 import decimal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ticdc_spark.errors import ConfigError
@@ -84,7 +85,10 @@ def catalog_settings(catalog_uri: str, warehouse: str) -> dict[str, str]:
         settings[f"{prefix}.uri"] = catalog_uri
         settings[f"{prefix}.io-impl"] = HADOOP_FILE_IO
     if catalog_uri.startswith("sqlite:///"):
-        settings[f"{prefix}.uri"] = f"jdbc:sqlite:{catalog_uri[len('sqlite://') :]}"
+        # (SQLAlchemy's form, pyiceberg's: the path after the third slash, relative to the
+        # working directory unless it starts with a fourth)
+        database = Path(catalog_uri[len("sqlite:///") :]).absolute()
+        settings[f"{prefix}.uri"] = f"jdbc:sqlite:{database}"
         # tables committed from several threads at once wait for SQLite's lock
         settings[f"{prefix}.jdbc.busy_timeout"] = "60000"
     elif catalog_uri.startswith(("http://", "https://")):
