@@ -38,9 +38,23 @@ def _iceberg(spark: Any) -> Factory:
     return make
 
 
-@pytest.fixture(params=["delta", "iceberg"])
+def _iceberg_in_two(spark: Any) -> Factory:
+    """Iceberg with every step merged in two commits (the path of tables of a million rows
+    and more: SparkTableSink._merge_in_two)."""
+
+    def make(root: Path) -> SparkTableSink:
+        sink = _iceberg(spark)(root)
+        sink.split_merge_rows = 1  # type: ignore[attr-defined]
+        return sink
+
+    return make
+
+
+@pytest.fixture(params=["delta", "iceberg", "iceberg-in-two"])
 def make_sink(request: pytest.FixtureRequest, spark: Any) -> Factory:
-    return {"delta": _delta, "iceberg": _iceberg}[request.param](spark)
+    return {"delta": _delta, "iceberg": _iceberg, "iceberg-in-two": _iceberg_in_two}[request.param](
+        spark
+    )
 
 
 KEY = (Index("PRIMARY", ("id",), primary=True, unique=True),)
@@ -206,6 +220,47 @@ def test_workloads_land_exactly(
         list(interleave(messages, seed=4, chunk=60)), protocol, options, sink, tmp_path / "ckpt"
     )
     assert_matches(workload, sink)
+
+
+def test_a_replay_after_the_first_of_two_commits_gives_the_step_s_table(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large Iceberg table's step is merged, then its new keys inserted: cut between the
+    two commits, the replay changes nothing twice and records the step's version."""
+    import ticdc_spark.sinks.spark.base as spark_base
+
+    make = _iceberg_in_two(spark)
+    sink = make(tmp_path)
+    rows = [("insert", 10, {"id": str(i), "v": f"v{i}"}) for i in (1, 2, 3)]
+    sink.apply_rows(_step(TABLE, *rows), 1)
+    step = _step(
+        TABLE,
+        ("update", 20, {"id": "1", "v": "new"}),
+        ("delete", 20, {"id": "2", "v": "v2"}),
+        ("update", 5, {"id": "3", "v": "older"}),  # older than the row: ignored
+        ("insert", 20, {"id": "4", "v": "v4"}),
+        ("delete", 20, {"id": "5", "v": "never there"}),
+    )
+
+    def cut(*args: Any) -> str:
+        raise RuntimeError("killed between the two commits")
+
+    monkeypatch.setattr(spark_base, "insert_sql", cut)
+    with pytest.raises(RuntimeError):
+        sink.apply_rows(step, 2)
+    assert [(r["id"], r["v"]) for r in _rows(sink)] == [(1, "new"), (3, "v3")]
+    monkeypatch.undo()
+    restarted = make(tmp_path)
+    assert restarted.applied_version(("db", "t")) == 1
+    assert not restarted.apply_rows(step, 2).skipped
+    expected = [(1, "new", 20), (3, "v3", 10), (4, "v4", 20)]
+    assert [(r["id"], r["v"], r["_commit_ts"]) for r in _rows(restarted)] == expected
+    # only updates: two commits still (the second inserts nothing), the second records it
+    snapshots = f"SELECT count(*) FROM {restarted.target(('db', 't'))}.snapshots"
+    before = restarted.sql(snapshots).collect()[0][0]
+    restarted.apply_rows(_step(TABLE, ("update", 30, {"id": "4", "v": "v4b"})), 3)
+    assert restarted.sql(snapshots).collect()[0][0] == before + 2
+    assert make(tmp_path).applied_version(("db", "t")) == 3
 
 
 @pytest.mark.parametrize(

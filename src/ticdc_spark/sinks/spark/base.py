@@ -28,7 +28,7 @@ import abc
 import contextlib
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -46,6 +46,8 @@ from ticdc_spark.sinks.base import (
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts, table_arrow_schema
 from ticdc_spark.sinks.spark.sql import (
     SchemaChange,
+    insert_sql,
+    key_match,
     merge_sql,
     quote,
     schema_change,
@@ -185,14 +187,61 @@ class SparkTableSink(TableSink):
         self._source(session, schema, rows).createOrReplaceTempView(view)
         keys = list(schema.handle_key) or list(schema.column_names)
         nullable = {c.name for c in schema.columns if c.nullable}
-        statement = merge_sql(self._table(key), view, schema.column_names, keys, nullable)
         try:
-            with self.versioned(key, version):
-                session.sql(statement)
+            if self.merges_in_two(key):
+                self._merge_in_two(session, key, view, schema.column_names, keys, nullable, version)
+            else:
+                statement = merge_sql(self._table(key), view, schema.column_names, keys, nullable)
+                with self.versioned(key, version):
+                    session.sql(statement)
         finally:
             session.catalog.dropTempView(view)
         self._committed(key, version)
         return {}
+
+    def merges_in_two(self, key: TableKey) -> bool:
+        """Whether a step's changes to this table are merged in two commits (see
+        :meth:`_merge_in_two`), not one MERGE."""
+        return False
+
+    def _merge_in_two(
+        self,
+        session: Any,
+        key: TableKey,
+        view: str,
+        columns: Sequence[str],
+        keys: Sequence[str],
+        nullable: set[str],
+        version: int,
+    ) -> None:
+        """The changes to keys the table holds merged (an inner join: Spark broadcasts the
+        changes and streams the table), then the rest inserted.  One MERGE with a NOT
+        MATCHED clause is an outer join that keeps every change, which Spark cannot run by
+        broadcasting the changes: it shuffles the whole table instead, at every merge.
+
+        Only the second commit records the step's version; a kill between the two replays
+        the step, whose first commit then changes nothing (no change is newer than the row
+        it made, and the rows it deleted are gone)."""
+        table, parts = self._table(key), [f"{view}_{part}" for part in ("present", "old", "new")]
+        present = session.sql(
+            f"SELECT {', '.join(f't.{quote(k)}' for k in keys)} FROM {table} t "
+            f"LEFT SEMI JOIN {view} s ON {key_match('t', 's', keys, nullable)}"
+        ).localCheckpoint()  # (the keys as they were: not read again after the first commit)
+        present.createOrReplaceTempView(parts[0])
+        on = key_match("s", "p", keys, nullable)
+        for part, join in zip(parts[1:], ("SEMI", "ANTI"), strict=True):
+            session.sql(
+                f"SELECT s.* FROM {view} s LEFT {join} JOIN {parts[0]} p ON {on}"
+            ).createOrReplaceTempView(part)
+        try:
+            if not present.isEmpty():
+                session.sql(merge_sql(table, parts[1], columns, keys, nullable, inserts=False))
+                crash_point("merged-before-inserts")
+            with self.versioned(key, version):
+                session.sql(insert_sql(table, parts[2], columns))
+        finally:
+            for part in parts:
+                session.catalog.dropTempView(part)
 
     def _source(self, session: Any, schema: TableSchema, rows: pa.Table) -> Any:
         """The step's typed rows as a DataFrame of the table's Spark types (Arrow's naive

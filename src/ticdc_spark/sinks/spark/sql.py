@@ -19,6 +19,8 @@ from ticdc_spark.sinks.convert import COMMIT_TS, OP
 
 __all__ = [
     "SchemaChange",
+    "insert_sql",
+    "key_match",
     "merge_sql",
     "quote",
     "schema_change",
@@ -86,7 +88,12 @@ def spark_type(arrow_type: pa.DataType, narrow_integers: bool = True) -> str:
 
 
 def merge_sql(
-    target: str, source: str, columns: Sequence[str], keys: Sequence[str], nullable_keys: set[str]
+    target: str,
+    source: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    nullable_keys: set[str],
+    inserts: bool = True,
 ) -> str:
     """The MERGE of one step's final changes (``source``: a view with the table's columns,
     ``_commit_ts`` and ``_op``) into a live table (no tombstones: a delete deletes).
@@ -94,22 +101,42 @@ def merge_sql(
     A change applies only over an older row (``_commit_ts`` strictly lower): an equal commit
     ts is the same change again, or the DELETE half of an update TiCDC split in two whose
     INSERT half already applied (which must stay).  Changes older than a deleted row's
-    delete are dropped by the planner's guards before they get here.
+    delete are dropped by the planner's guards before they get here.  Without ``inserts``
+    the changes of keys the table lacks are left out (:func:`insert_sql` adds them).
     """
-    on = " AND ".join(
-        f"t.{quote(k)} {'<=>' if k in nullable_keys else '='} s.{quote(k)}" for k in keys
-    )
     stored = [*columns, COMMIT_TS]
     sets = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in stored)
-    names = ", ".join(quote(c) for c in stored)
-    values = ", ".join(f"s.{quote(c)}" for c in stored)
     newer = f"s.{quote(COMMIT_TS)} > t.{quote(COMMIT_TS)}"
     is_delete = f"s.{quote(OP)} = '{OP_DELETE}'"
-    return (
-        f"MERGE INTO {target} t USING {source} s ON {on} "
+    statement = (
+        f"MERGE INTO {target} t USING {source} s ON {key_match('t', 's', keys, nullable_keys)} "
         f"WHEN MATCHED AND {is_delete} AND {newer} THEN DELETE "
-        f"WHEN MATCHED AND NOT {is_delete} AND {newer} THEN UPDATE SET {sets} "
-        f"WHEN NOT MATCHED AND NOT {is_delete} THEN INSERT ({names}) VALUES ({values})"
+        f"WHEN MATCHED AND NOT {is_delete} AND {newer} THEN UPDATE SET {sets}"
+    )
+    if not inserts:
+        return statement
+    names = ", ".join(quote(c) for c in stored)
+    values = ", ".join(f"s.{quote(c)}" for c in stored)
+    return (
+        f"{statement} WHEN NOT MATCHED AND NOT {is_delete} THEN INSERT ({names}) VALUES ({values})"
+    )
+
+
+def insert_sql(target: str, source: str, columns: Sequence[str]) -> str:
+    """The INSERT of a step's changes to keys the table lacks (``source`` holds only those):
+    what :func:`merge_sql`'s NOT MATCHED clause does."""
+    names = ", ".join(quote(c) for c in [*columns, COMMIT_TS])
+    return (
+        f"INSERT INTO {target} ({names}) SELECT {names} FROM {source} "
+        f"WHERE {quote(OP)} <> '{OP_DELETE}'"
+    )
+
+
+def key_match(left: str, right: str, keys: Sequence[str], nullable_keys: set[str]) -> str:
+    """Rows of ``left`` and ``right`` with the same key (NULL equal to NULL in a nullable
+    key column: a unique key may hold NULLs)."""
+    return " AND ".join(
+        f"{left}.{quote(k)} {'<=>' if k in nullable_keys else '='} {right}.{quote(k)}" for k in keys
     )
 
 
