@@ -20,6 +20,8 @@ Points, in the order a micro-batch reaches them:
 ``rewrite``          a table rewrite: the new data written, the old table still in place
 ``rewrite-swap``     Iceberg rewrite: the old table purged, the new one not yet renamed in
 ``schema-changed``   spark engine: a schema changed in place, its version not yet recorded
+``half-merged``      spark engine, an Iceberg table of a million rows or more: a step's changes
+                     to the keys it holds merged, its new keys not yet inserted
 ``rename``           a table rename, before the move
 ``drop``             a DROP TABLE: Delta's table moved to the trash, Iceberg's before the purge
 ``drop-deleting``    Delta's dropped table half deleted (its first files removed)

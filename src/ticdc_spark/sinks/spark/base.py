@@ -236,7 +236,7 @@ class SparkTableSink(TableSink):
         try:
             if not present.isEmpty():
                 session.sql(merge_sql(table, parts[1], columns, keys, nullable, inserts=False))
-                crash_point("merged-before-inserts")
+                crash_point("half-merged")
             with self.versioned(key, version):
                 session.sql(insert_sql(table, parts[2], columns))
         finally:
