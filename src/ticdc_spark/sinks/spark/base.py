@@ -57,7 +57,15 @@ from ticdc_spark.sinks.spark.sql import (
 from ticdc_spark.storage import StorageOptions
 from ticdc_spark.storage.hadoop import session_s3a_settings
 
-__all__ = ["SparkTableSink"]
+__all__ = ["BROADCAST_CHANGES_BYTES", "SparkTableSink"]
+
+# A step's changes are joined with its table by broadcasting them (the table is streamed,
+# never shuffled) up to this size: Spark's default, 10 MiB, is about 50,000 changes of a
+# sysbench-like row, beyond which every merge shuffles the whole table.  The changes are on
+# the driver already (a micro-batch is collected to plan it), so a broadcast adds about one
+# copy of them.  A session setting given to the job (--spark-conf) is kept.
+_BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
+BROADCAST_CHANGES_BYTES = 256 * 1024 * 1024
 
 
 class SparkTableSink(TableSink):
@@ -88,6 +96,8 @@ class SparkTableSink(TableSink):
         if session is None:
             session = self.spark.newSession()
             session.conf.set("spark.sql.session.timeZone", "UTC")
+            if not self.spark.sparkContext.getConf().contains(_BROADCAST):
+                session.conf.set(_BROADCAST, str(BROADCAST_CHANGES_BYTES))
             for key, value in self._hadoop.items():  # (tables on s3://: S3A)
                 session.conf.set(key, value)
             self.configure(session)
