@@ -222,18 +222,6 @@ def test_workloads_land_exactly(
     assert_matches(workload, sink)
 
 
-def test_the_sessions_that_merge_broadcast_a_micro_batch_of_changes(
-    spark: Any, tmp_path: Path
-) -> None:
-    """Spark's 10 MiB broadcast limit is about 50,000 sysbench-like changes: a larger step
-    would shuffle its whole table at every merge."""
-    from ticdc_spark.sinks.spark.base import BROADCAST_CHANGES_BYTES
-
-    session = _delta(spark)(tmp_path).session()
-    limit = session.conf.get("spark.sql.autoBroadcastJoinThreshold")
-    assert int(limit.rstrip("b")) == BROADCAST_CHANGES_BYTES > 100_000 * 1_000
-
-
 def test_a_replay_after_the_first_of_two_commits_gives_the_step_s_table(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -57,15 +57,7 @@ from ticdc_spark.sinks.spark.sql import (
 from ticdc_spark.storage import StorageOptions
 from ticdc_spark.storage.hadoop import session_s3a_settings
 
-__all__ = ["BROADCAST_CHANGES_BYTES", "SparkTableSink"]
-
-# A step's changes are joined with its table by broadcasting them (the table is streamed,
-# never shuffled) up to this size: Spark's default, 10 MiB, is about 50,000 changes of a
-# sysbench-like row, beyond which every merge shuffles the whole table.  The changes are on
-# the driver already (a micro-batch is collected to plan it), so a broadcast adds about one
-# copy of them.  A session setting given to the job (--spark-conf) is kept.
-_BROADCAST = "spark.sql.autoBroadcastJoinThreshold"
-BROADCAST_CHANGES_BYTES = 256 * 1024 * 1024
+__all__ = ["SparkTableSink"]
 
 
 class SparkTableSink(TableSink):
@@ -96,8 +88,6 @@ class SparkTableSink(TableSink):
         if session is None:
             session = self.spark.newSession()
             session.conf.set("spark.sql.session.timeZone", "UTC")
-            if not self.spark.sparkContext.getConf().contains(_BROADCAST):
-                session.conf.set(_BROADCAST, str(BROADCAST_CHANGES_BYTES))
             for key, value in self._hadoop.items():  # (tables on s3://: S3A)
                 session.conf.set(key, value)
             self.configure(session)
@@ -234,14 +224,16 @@ class SparkTableSink(TableSink):
         it made, and the rows it deleted are gone)."""
         table, parts = self._table(key), [f"{view}_{part}" for part in ("present", "old", "new")]
         present = session.sql(
-            f"SELECT {', '.join(f't.{quote(k)}' for k in keys)} FROM {table} t "
+            f"SELECT /*+ BROADCAST(s) */ {', '.join(f't.{quote(k)}' for k in keys)} FROM {table} t "
             f"LEFT SEMI JOIN {view} s ON {key_match('t', 's', keys, nullable)}"
         ).localCheckpoint()  # (the keys as they were: not read again after the first commit)
         present.createOrReplaceTempView(parts[0])
         on = key_match("s", "p", keys, nullable)
         for part, join in zip(parts[1:], ("SEMI", "ANTI"), strict=True):
-            session.sql(
-                f"SELECT s.* FROM {view} s LEFT {join} JOIN {parts[0]} p ON {on}"
+            # (hinted: broadcast whatever their size, never the table, which a limit raised
+            # for them would let Spark broadcast too)
+            session.sql(f"SELECT s.* FROM {view} s LEFT {join} JOIN {parts[0]} p ON {on}").hint(
+                "broadcast"
             ).createOrReplaceTempView(part)
         try:
             if not present.isEmpty():
