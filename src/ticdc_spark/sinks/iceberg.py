@@ -30,7 +30,8 @@ from ticdc_spark.pipeline.steps import OP_DELETE, TableKey
 from ticdc_spark.sinks.base import CHANGELOG_COMMENT, carried_columns
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts, table_arrow_schema
 from ticdc_spark.sinks.stored import StoredSink
-from ticdc_spark.storage import StorageOptions
+from ticdc_spark.storage import StorageOptions, is_local
+from ticdc_spark.storage.store import local_path
 
 __all__ = ["IcebergSink", "parse_iceberg_target"]
 
@@ -78,9 +79,8 @@ def _absolute_if_local(location: str) -> str:
     """A warehouse given as a relative local path, made absolute: the catalog stores each
     table's location, and a relative one would be read against whatever directory a later
     reader (or the Spark engine's JVM) runs in."""
-    if "://" in location or location.startswith("/"):
-        return location
-    return str(Path(location).absolute())
+    path = Path(local_path(location)) if is_local(location) else None
+    return location if path is None or path.is_absolute() else str(path.absolute())
 
 
 def iceberg_arrow_schema(schema: TableSchema, *, op: bool = False) -> Any:
