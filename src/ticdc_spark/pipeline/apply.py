@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -24,7 +25,7 @@ from ticdc_spark.pipeline.checkpoint import ChangelogLog, StateStore
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, set_batch
 from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
-from ticdc_spark.pipeline.planner import Planner
+from ticdc_spark.pipeline.planning import DriverPlanning, Planning, PlanSettings
 from ticdc_spark.pipeline.policy import Mode, OnError
 from ticdc_spark.pipeline.runner import run_steps
 from ticdc_spark.pipeline.steps import DDLStep, Plan, Step, TableChanges
@@ -94,6 +95,7 @@ class Applier:
         guard_retention: float = GUARD_RETENTION_SECONDS,
         max_guards: int = MAX_GUARDS,
         threads: int = 1,
+        planning: Planning | None = None,
     ) -> None:
         self.sink = sink
         self.threads = threads  # steps of different tables applied at once (pipeline.runner)
@@ -109,21 +111,22 @@ class Applier:
         self.max_held_rows = max_held_rows  # (see pipeline.ordering.check_held)
         self.guard_retention, self.max_guards = guard_retention, max_guards  # (check_guards)
         self.reports: list[BatchReport] = []
+        self.planning = planning or DriverPlanning()  # (or by parts: pipeline.planning)
+        self.settings = PlanSettings(
+            self.mode,
+            self.partitions,
+            self.capabilities,
+            self.max_held_rows,
+            self.guard_retention,
+            self.max_guards,
+        )
 
-    def apply(self, changelog: pa.Table, batch: int) -> BatchReport:
-        """Apply one micro-batch of changelog rows."""
+    def apply(self, changelog: Any, batch: int) -> BatchReport:
+        """Apply one micro-batch of changelog rows (an Arrow table; by parts, whatever the
+        planning's runner reads: a Spark DataFrame)."""
         started = time.perf_counter()
         set_batch(batch)
-        planner = Planner(
-            self.mode,
-            self.store.load(batch),
-            self.partitions,
-            capabilities=self.capabilities,
-            max_held_rows=self.max_held_rows,
-            guard_retention=self.guard_retention,
-            max_guards=self.max_guards,
-        )
-        plan = planner.plan(changelog)
+        plan, state = self.planning.plan(self.settings, changelog, self.store.load(batch), batch)
         report = BatchReport(
             batch,
             rows_in=plan.rows_in,
@@ -135,7 +138,7 @@ class Applier:
         )
 
         report.dead_letters = self._dead_letters(batch, self._run(plan, batch, report))
-        self.store.save(batch, planner.state)
+        self.store.save(batch, state)
         crash_point("state-saved")
         report.seconds = time.perf_counter() - started
         self.reports.append(report)

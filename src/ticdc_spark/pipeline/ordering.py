@@ -178,21 +178,21 @@ def release_bound(state: ConsumerState, mode: Mode) -> int:
 
 
 def check_held(
-    state: ConsumerState, held: pa.Table, bound: int, awaiting_schema: int, most: int
+    state: ConsumerState, held_rows: int, bound: int, awaiting_schema: int, most: int
 ) -> None:
     """Stop, naming why, when more rows are held back than ``most`` (``max_held_rows``):
     rows wait for the partition furthest behind (consistent mode) or for their schema
     (Simple), and neither must grow the driver's memory without limit.  Raised before
     anything of the batch is applied or saved, so a restart with a higher bound resumes
     exactly."""
-    if held.num_rows <= most:
+    if held_rows <= most:
         return
     marks = state.watermarks
     behind = sorted(state.partitions, key=lambda p: marks.get(p, 0))[:3]
     lagging = ", ".join(f"{p} (watermark {marks.get(p, 0)})" for p in behind) or "none"
     schema = f"; {awaiting_schema} of them wait for their schema" if awaiting_schema else ""
     raise HeldRowsExceeded(
-        f"{held.num_rows} rows are held back, more than the bound of {most} "
+        f"{held_rows} rows are held back, more than the bound of {most} "
         f"(--max-held-rows){schema}. Rows are released up to commit ts {bound}, the "
         f"lowest watermark of the partitions; furthest behind: {lagging}. A partition "
         "that sends no watermarks (a stalled changefeed, or a partition TiCDC does not "
@@ -202,7 +202,9 @@ def check_held(
     )
 
 
-def guard_floor(state: ConsumerState, mode: Mode, retention_seconds: float) -> int:
+def guard_floor(
+    state: ConsumerState, mode: Mode, retention_seconds: float, held_since: int | None = None
+) -> int:
     """The commit ts at or below which a guard is no longer needed (docs/pipeline.md,
     "Consistency"): no change older than it can be released any more.
 
@@ -212,22 +214,31 @@ def guard_floor(state: ConsumerState, mode: Mode, retention_seconds: float) -> i
     strictly older than it).  Rows held in the state were admitted already, so the guards
     above the oldest of them stay.  In eventual mode on a stream where a partition carries
     no watermarks, the guards are kept ``retention_seconds`` of commit time behind the
-    newest change released."""
+    newest change released.  ``held_since``: the oldest commit ts of rows held elsewhere
+    than ``state.held`` (planning by parts, :mod:`ticdc_spark.spark.planning`)."""
     watermark = state.global_watermark(state.partitions)
     floor = watermark
     if watermark == 0 and mode == Mode.EVENTUAL:
         floor = state.applied_ts - (int(retention_seconds * 1000) << _LOGICAL_BITS)
     if state.held is not None and state.held.num_rows:
         floor = min(floor, int(pc.min(state.held["commit_ts"]).as_py()))
+    if held_since is not None:
+        floor = min(floor, held_since)
     return floor
 
 
 def check_guards(
-    state: ConsumerState, mode: Mode, floor: int, retention_seconds: float, most: int
+    state: ConsumerState,
+    mode: Mode,
+    floor: int,
+    retention_seconds: float,
+    most: int,
+    count: int | None = None,
 ) -> None:
-    """Stop, naming why, when more guards are kept than ``most`` (``max_guards``).  Raised
-    before anything of the batch is applied or saved, as :func:`check_held` is."""
-    count = state.guards.count()
+    """Stop, naming why, when more guards are kept than ``most`` (``max_guards``): the
+    state's, or ``count`` kept elsewhere.  Raised before anything of the batch is applied or
+    saved, as :func:`check_held` is."""
+    count = state.guards.count() if count is None else count
     if count <= most:
         return
     marks = state.watermarks

@@ -77,10 +77,14 @@ class Planner:
         self._numbers = SchemaNumbers()
         self._schemas = RowSchemas(self.state, self._numbers, self.capabilities)
         self._images = pa.table({"before": [], "after": []})
+        # per step of the last plan: the segment (between two DDL barriers) it belongs to,
+        # or for barrier ``i``'s own DDL step -1 - i (planning by parts: spark.planning)
+        self.segments: list[int] = []
+        self.pending = 0  # rows planned in the last plan, held ones included
 
     def plan(self, changelog: pa.Table) -> Plan:
         """Plan one micro-batch of changelog rows."""
-        plan = Plan()
+        plan, self.segments = Plan(), []
         held, batch = self._take(changelog)
         is_error = pc.equal(batch["kind"], ERROR)
         errors = batch.filter(is_error) if pc.any(is_error).as_py() else None
@@ -90,17 +94,23 @@ class Planner:
         plan.rows_in = _count(batch, ROW)
         batch = self._admit(batch, plan)
         pending = concat_tables(held, batch.filter(pc.is_in(batch["kind"], _PENDING_KINDS)))
+        self.pending = pending.num_rows  # (planning by parts: see parts.merge_states)
         pending, awaiting, unfit = self._finish_wire_rows(pending, news)
         ready = self._release(pending, awaiting, plan)
         if ready.num_rows:
             self.state.applied_ts = max(
                 self.state.applied_ts, int(pc.max(ready["commit_ts"]).as_py() or 0)
             )
-        self._guard_floor = ordering.guard_floor(self.state, self.mode, self.guard_retention)
+        self._guard_floor = self._floor_of_guards()
         unusable = self._segments(ready, plan)
         plan.dead_letters = concat([dead_letters(concat([errors, unfit])), unusable])
         self._collect_guards()
         return plan
+
+    def _floor_of_guards(self) -> int:
+        """The commit ts up to which this batch's guards are not needed (see
+        :func:`~ticdc_spark.pipeline.ordering.guard_floor`)."""
+        return ordering.guard_floor(self.state, self.mode, self.guard_retention)
 
     def _take(self, changelog: pa.Table) -> tuple[pa.Table, pa.Table]:
         """The rows held from earlier batches and this batch's, narrow: the images kept
@@ -138,7 +148,9 @@ class Planner:
         plan.held = _count(held, ROW)
         if awaiting is not None and held.num_rows:
             plan.awaiting_schema = int(pc.sum(wire_rows.wire(held)).as_py() or 0)
-        ordering.check_held(self.state, held, bound, plan.awaiting_schema, self.max_held_rows)
+        ordering.check_held(
+            self.state, held.num_rows, bound, plan.awaiting_schema, self.max_held_rows
+        )
         return pending.filter(ready_mask)
 
     def _with_images(self, rows: pa.Table) -> pa.Table:
@@ -220,13 +232,16 @@ class Planner:
         for index in range(len(barriers) + 1):
             mask = flush == index
             if mask.any():
+                first = len(plan.steps)
                 unusable.append(self._plan_rows(rows.filter(pa.array(mask)), plan))
+                self.segments += [index] * (len(plan.steps) - first)
             if index < len(barriers):
                 row = barriers[index]
                 key = (row["database"] or "", row["table"] or "")
                 text = row.get("schema")
                 carried = self._schemas.schema_of(text, key) if text else None
                 plan.steps.append(ddl_step(self.state, row, carried))
+                self.segments.append(-1 - index)  # (a barrier: see ``segments``)
         return concat(unusable)
 
     def _plan_rows(self, rows: pa.Table, plan: Plan) -> pa.Table | None:

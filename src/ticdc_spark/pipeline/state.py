@@ -66,6 +66,10 @@ class ConsumerState:
     versions_since: dict[SchemaVersion, int] = field(default_factory=dict)
     # per table and key, the newest delete applied while older changes may still arrive
     guards: Guards = field(default_factory=Guards)
+    # planning by parts (pipeline.planning.PartsPlanning): where its runner keeps the rows
+    # held back and the guards (not in ``held`` and ``guards``), and the floor the guards
+    # are collected by when next read
+    parts: dict[str, Any] = field(default_factory=dict)
 
     def global_watermark(self, partitions: Iterable[str] = ()) -> int:
         """The minimum resolved ts over all known partitions (0 if one has none yet)."""
@@ -100,6 +104,7 @@ class ConsumerState:
                 "versions_since": [
                     [db, t, v, ts] for (db, t, v), ts in self.versions_since.items()
                 ],
+                "parts": self.parts,
             }
         )
 
@@ -133,6 +138,7 @@ class ConsumerState:
                 (db, t, int(v)): int(ts) for db, t, v, ts in obj.get("versions_since", [])
             },
             guards=guards or Guards(),
+            parts=dict(obj.get("parts", {})),
         )
 
 

@@ -1,0 +1,302 @@
+"""Planning a micro-batch by parts: the planner's own rules, run on parts of the batch.
+
+The rows of a micro-batch need each other only within a table (the last change per key,
+the schemas rows carry, the guards, the rows held back), and a table's rows need the
+batch's *control rows* (watermarks, DDLs, bootstraps: few) for everything else (replays,
+the release bound, DDL barriers, the catalog).  So a batch is planned in parts, each by
+the same :class:`~ticdc_spark.pipeline.planner.Planner`:
+
+* the control part (:func:`plan_control`): the control rows alone, on the driver: the
+  DDL steps, the watermarks, the catalog of the tables without rows in the batch;
+* one part per *table group* (:func:`plan_part`): the control rows plus the group's rows,
+  the rows it held back and its guards, anywhere (Spark's executors: spark.planning).  A
+  group is a table, or the tables a RENAME in the batch connects (a renamed table's
+  catalog entry moves with its rows: :func:`table_groups`);
+
+then put together (:func:`assemble`, :func:`merge_states`) in the order one planner over
+the whole batch would have made: per segment between two DDL barriers every group's steps,
+then the barrier.  The parts differ from one planner in two places only, settled here from
+every part's figures: guards are collected by the batch's floor when next read (a part
+cannot know the rows the others hold back), and the bounds on held rows and guards count
+every part.  tests/test_planning_parts.py checks against one planner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ticdc_spark.pipeline import wire_rows
+from ticdc_spark.pipeline.arrow import concat
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.changelog import ROW
+from ticdc_spark.pipeline.guards import Guards
+from ticdc_spark.pipeline.planner import Planner
+from ticdc_spark.pipeline.state import ConsumerState
+from ticdc_spark.pipeline.steps import DDLStep, Plan, Step, TableChanges, TableKey
+
+__all__ = [
+    "ORDER",
+    "PartInput",
+    "PartResult",
+    "PlannedPart",
+    "assemble",
+    "batch_counts",
+    "merge_states",
+    "plan_control",
+    "plan_part",
+    "table_groups",
+]
+
+ORDER = "_order"  # the column of a row's place in its micro-batch (the planner's row order)
+_NO_LIMIT = 2**62  # (a part's bounds: the driver checks every part's rows together)
+
+
+class _PartPlanner(Planner):
+    """A part's planner: its guards not collected by the batch's floor, which needs every
+    part's held rows (the driver works it out; the next read collects them)."""
+
+    def _floor_of_guards(self) -> int:
+        return -1
+
+
+@dataclass(frozen=True)
+class PartInput:
+    """What every part of one micro-batch starts from (the same for all: shipped once)."""
+
+    state: bytes  # the consumer state before the batch (ConsumerState.to_json)
+    control: pa.Table  # the batch's control rows, with ORDER
+    held_control: pa.Table | None  # control rows held back by earlier batches
+    partitions: frozenset[str]  # every topic/partition the batch has rows of
+    mode: str
+    capabilities: Capabilities
+    guard_retention: float
+
+
+@dataclass
+class PartResult:
+    """A part's plan, without its rows: the driver's share (small)."""
+
+    group: int
+    tables: frozenset[TableKey]
+    state: ConsumerState  # (its held rows and guards emptied: they stay where they are)
+    steps: list[Step]  # (TableChanges' rows emptied: see PlannedPart.changes)
+    segments: list[int]  # (Planner.segments)
+    counts: dict[str, int] = field(default_factory=dict)
+    held_since: int | None = None  # the oldest commit ts of the rows it holds back
+    guards: int = 0  # how many guards it keeps
+    pending: int = 0  # rows it planned, held ones included (Planner.pending)
+    sizes: dict[int, int] = field(default_factory=dict)  # rows of each row step
+
+
+@dataclass
+class PlannedPart:
+    """A part's plan with its rows: the result, the changes of each row step (by step
+    number), the rows held back, the dead letters and the guards."""
+
+    result: PartResult
+    changes: dict[int, pa.Table]
+    held: pa.Table | None
+    dead_letters: pa.Table | None
+    guards: Guards
+
+
+def table_groups(
+    tables: Iterable[TableKey], renames: Iterable[tuple[TableKey, TableKey]]
+) -> dict[TableKey, int]:
+    """Number the table groups: tables connected by a RENAME share one."""
+    parent: dict[TableKey, TableKey] = {}
+
+    def root(key: TableKey) -> TableKey:
+        parent.setdefault(key, key)
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for key in tables:
+        root(key)
+    for old, new in renames:
+        parent[root(old)] = root(new)
+    roots = sorted({root(k) for k in parent})
+    number = {r: i for i, r in enumerate(roots)}
+    return {key: number[root(key)] for key in sorted(parent)}
+
+
+def _planner(part: PartInput, state: ConsumerState) -> _PartPlanner:
+    state.partitions |= part.partitions
+    return _PartPlanner(
+        part.mode,
+        state,
+        capabilities=part.capabilities,
+        max_held_rows=_NO_LIMIT,
+        guard_retention=part.guard_retention,
+        max_guards=_NO_LIMIT,
+    )
+
+
+def _in_order(*tables: pa.Table | None) -> pa.Table:
+    """Rows of the batch in their order (ORDER dropped)."""
+    rows = concat(tables)
+    assert rows is not None
+    return rows.sort_by(ORDER).drop_columns([ORDER])
+
+
+def plan_control(part: PartInput, errors: pa.Table | None) -> tuple[Plan, _PartPlanner]:
+    """The control part: the batch's control rows and its ERROR rows (dead letters)."""
+    state = ConsumerState.from_json(part.state, held=_drop_order(part.held_control))
+    planner = _planner(part, state)
+    return planner.plan(_in_order(part.control, errors)), planner
+
+
+def plan_part(
+    part: PartInput,
+    group: int,
+    tables: frozenset[TableKey],
+    rows: pa.Table,
+    held: pa.Table | None,
+    guards: Guards,
+) -> PlannedPart:
+    """One group's part: the control rows and the group's ``rows`` (both with ORDER), the
+    rows it ``held`` back (likewise), and its ``guards``."""
+    held_rows = concat([_drop_order(part.held_control), _in_order(held) if held else None])
+    state = ConsumerState.from_json(part.state, held=held_rows, guards=guards)
+    planner = _planner(part, state)
+    plan = planner.plan(_in_order(part.control, rows))
+    changes = {
+        number: step.rows
+        for number, step in enumerate(plan.steps)
+        if isinstance(step, TableChanges)
+    }
+    held_rows, guards = _held_rows(planner.state.held), planner.state.guards
+    result = _result(group, tables, planner, plan)  # (which empties the state's)
+    return PlannedPart(result, changes, held_rows, plan.dead_letters, guards)
+
+
+def _result(group: int, tables: frozenset[TableKey], planner: Planner, plan: Plan) -> PartResult:
+    state = planner.state
+    held = _held_rows(state.held)
+    steps: list[Step] = [
+        TableChanges(s.database, s.table, s.schema, s.rows.slice(0, 0))
+        if isinstance(s, TableChanges)
+        else s
+        for s in plan.steps
+    ]
+    counts = {
+        "rows_in": plan.rows_in,
+        "rows_released": plan.rows_released,
+        "replays": plan.replays,
+        "guarded": plan.guarded,
+        "held": plan.held,
+        "awaiting_schema": plan.awaiting_schema,
+    }
+    since = None if held is None else int(pc.min(held["commit_ts"]).as_py())
+    guards = state.guards.count()
+    state.held, state.guards = None, Guards()
+    sizes = {n: s.rows.num_rows for n, s in enumerate(plan.steps) if isinstance(s, TableChanges)}
+    segments = list(planner.segments)
+    return PartResult(
+        group, tables, state, steps, segments, counts, since, guards, planner.pending, sizes
+    )
+
+
+def _held_rows(held: pa.Table | None) -> pa.Table | None:
+    """The rows (not control rows: the control part holds those) a part holds back, with
+    their order among them."""
+    if held is None:
+        return None
+    rows = held.filter(pc.equal(held["kind"], ROW))
+    if not rows.num_rows:
+        return None
+    return rows.append_column(ORDER, pa.array(range(rows.num_rows), pa.int64()))
+
+
+def _drop_order(rows: pa.Table | None) -> pa.Table | None:
+    if rows is None or ORDER not in rows.column_names:
+        return rows
+    return rows.sort_by(ORDER).drop_columns([ORDER])
+
+
+# -- the driver: the parts put together ------------------------------------------------------
+
+
+def assemble(
+    control: Plan, segments: list[int], parts: list[PartResult]
+) -> list[Step | tuple[int, int]]:
+    """The batch's steps in one planner's order: per segment every part's steps (as
+    ``(group, step number)``: their rows are the part's), then the barrier, the step of
+    the part that owns its table (it saw that table's rows) or else the control part's."""
+    barriers = [s for s, seg in zip(control.steps, segments, strict=True) if seg < 0]
+    owners = {key: p for p in parts for key in p.tables}
+    out: list[Step | tuple[int, int]] = []
+    for index in range(len(barriers) + 1):
+        for p in parts:
+            out += [(p.group, n) for n, seg in enumerate(p.segments) if seg == index]
+        if index < len(barriers):
+            barrier = barriers[index]
+            assert isinstance(barrier, DDLStep)
+            owner = owners.get((barrier.database, barrier.table))
+            out.append(barrier if owner is None else _barrier(owner, index))
+    return out
+
+
+def _barrier(part: PartResult, index: int) -> Step:
+    return part.steps[part.segments.index(-1 - index)]
+
+
+_PER_TABLE = ("tables", "floors", "schema_ts", "carried")
+_PER_SLOT = ("positions", "partition_schemas")  # keys (topic/partition, database, table)
+_PER_VERSION = ("versions", "versions_since")  # keys (database, table, version)
+
+
+def merge_states(
+    control: ConsumerState, parts: list[PartResult], part_input: PartInput
+) -> ConsumerState:
+    """The consumer state after the batch: the control part's, with each group's entries
+    of its own tables and the highest of every part's positions."""
+    state = control
+    for part in parts:
+        _take_tables(state, part)
+        state.applied_ts = max(state.applied_ts, part.state.applied_ts)
+        for key, offset in part.state.position_offsets.items():
+            state.position_offsets[key] = max(offset, state.position_offsets.get(key, -1))
+    if any(p.pending for p in parts) and part_input.capabilities.finisher is not None:
+        wire_rows.forget_versions(state)  # (as one planner would have: it had pending rows)
+    return state
+
+
+def _take_tables(state: ConsumerState, part: PartResult) -> None:
+    """Replace ``state``'s entries of the part's tables by the part's."""
+    owned = part.tables
+    for names, table_of in (
+        (_PER_TABLE, slice(None)),
+        (_PER_SLOT, slice(1, None)),
+        (_PER_VERSION, slice(0, 2)),
+    ):
+        for name in names:
+            mine: dict[Any, Any] = getattr(state, name)
+            theirs: dict[Any, Any] = getattr(part.state, name)
+            for key in [k for k in mine if k[table_of] in owned]:
+                del mine[key]
+            mine.update({k: v for k, v in theirs.items() if k[table_of] in owned})
+    state.placed_by_order = {s for s in state.placed_by_order if s[1:] not in owned} | {
+        s for s in part.state.placed_by_order if s[1:] in owned
+    }
+
+
+def batch_counts(control: Plan, parts: list[PartResult]) -> dict[str, int]:
+    """The batch's figures (a Plan's) from its parts': each part saw the control rows too,
+    so their replays counted the control part's."""
+    total = {
+        name: getattr(control, name)
+        for name in ("rows_in", "rows_released", "replays", "guarded", "held", "awaiting_schema")
+    }
+    for part in parts:
+        for name, value in part.counts.items():
+            if name in total:
+                total[name] += value - (control.replays if name == "replays" else 0)
+    return total
