@@ -178,6 +178,15 @@ def _engine_arguments(parser: argparse.ArgumentParser) -> None:
         "Default: spark",
     )
     parser.add_argument(
+        "--planner",
+        choices=("driver", "executors"),
+        default="driver",
+        help="where micro-batches are planned: driver (collected to the driver, planned by "
+        "one thread; its memory follows the micro-batch) or executors (each table's rows "
+        "planned where they are, on the executors; the driver holds per-table results only; "
+        "needs --engine spark). Default: driver",
+    )
+    parser.add_argument(
         "--apply-threads",
         type=int,
         default=0,
@@ -293,6 +302,7 @@ def _replicate_config(args: argparse.Namespace) -> tuple[Any, str]:
     if args.max_guards is not None:
         config.max_guards = args.max_guards
     config.engine, config.apply_threads = args.engine, args.apply_threads
+    config.planner = args.planner
     config.master = args.master
     return config, f"eventual mode: {why}" if why else ""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -21,22 +21,36 @@ from ticdc_spark.errors import CHECKPOINT_WAY_OUT, CheckpointError, DamagedState
 from ticdc_spark.model import physical_ms
 from ticdc_spark.pipeline.arrow import concat
 from ticdc_spark.pipeline.capabilities import Capabilities
-from ticdc_spark.pipeline.checkpoint import ChangelogLog, StateStore
+from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, set_batch
 from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
 from ticdc_spark.pipeline.planning import DriverPlanning, Planning, PlanSettings
 from ticdc_spark.pipeline.policy import Mode, OnError
 from ticdc_spark.pipeline.runner import run_steps
-from ticdc_spark.pipeline.steps import DDLStep, Plan, Step, TableChanges
+from ticdc_spark.pipeline.steps import DDLStep, Plan, PlannedChanges, Step, TableChanges
 from ticdc_spark.sinks.base import StepResult, TableSink
 from ticdc_spark.storage import join
 
-__all__ = ["STEPS_PER_BATCH", "Applier", "BatchReport"]
+__all__ = ["STEPS_PER_BATCH", "Applier", "BatchLog", "BatchReport"]
 
 logger = logging.getLogger(__name__)
 
 STEPS_PER_BATCH = 1_000_000  # a step's version is batch_id * STEPS_PER_BATCH + step number
+
+
+class BatchLog(Protocol):
+    """Where micro-batches are logged before they are applied (a
+    :class:`~ticdc_spark.pipeline.checkpoint.ChangelogLog`, or Parquet the executors wrote:
+    :class:`ticdc_spark.spark.planning.PlannedLog`)."""
+
+    root: Any
+
+    def read(self, batch: int) -> Any: ...
+
+    def batches(self) -> list[int]: ...
+
+    def prune(self, through: int) -> None: ...
 
 
 @dataclass
@@ -160,7 +174,7 @@ class Applier:
         counted = [self._count(s, r, report) for s, r in zip(plan.steps, results, strict=True)]
         return [plan.dead_letters, *counted]
 
-    def recover(self, log: ChangelogLog, committed: int = -1) -> list[BatchReport]:
+    def recover(self, log: BatchLog, committed: int = -1) -> list[BatchReport]:
         """Bring the consumer state up to ``committed`` (the last batch Spark committed) and
         the logged batches, oldest first: the batches a crash left logged but not applied
         (Spark records a batch as done before its overlapped apply ends), and those whose
@@ -191,7 +205,7 @@ class Applier:
 
     def _unrecoverable(
         self,
-        log: ChangelogLog,
+        log: BatchLog,
         good: int,
         wanted: int,
         gone: list[int],
@@ -219,7 +233,7 @@ class Applier:
         the batch: the table is gone, and under its new name it has this step's version.
         (Applying the rows again would recreate the old table beside the renamed one.)"""
         step = steps[number]
-        if not isinstance(step, TableChanges):
+        if isinstance(step, DDLStep):
             return False
         key = original = (step.database, step.table)
         for later in steps[number + 1 :]:
@@ -242,6 +256,8 @@ class Applier:
         if isinstance(step, DDLStep):
             self.sink.apply_ddl(step, version)
             return None
+        if isinstance(step, PlannedChanges):
+            return self.sink.apply_planned(step, version, replayed)
         return self.sink.replayed(step) if replayed else self.sink.apply_rows(step, version)
 
     def _count(self, step: Step, result: StepResult | None, report: BatchReport) -> pa.Table | None:
@@ -249,8 +265,8 @@ class Applier:
         if result is None:
             report.ddl += 1
             return None
-        assert isinstance(step, TableChanges)
-        if self.track_commits:
+        assert not isinstance(step, DDLStep)
+        if self.track_commits and isinstance(step, TableChanges):  # (not where planned)
             report.commit_ts.append(step.rows["commit_ts"])
         report.skipped_steps += int(result.skipped)
         report.rows_applied += result.rows

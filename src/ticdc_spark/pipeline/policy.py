@@ -76,3 +76,22 @@ class Engine(enum.StrEnum):
         if value not in tuple(cls):
             raise ConfigError(f"engine must be spark or embedded, not {value!r}")
         return cls(value)
+
+
+class PlanningSite(enum.StrEnum):
+    """Where a micro-batch is planned (see docs/pipeline.md "Planning on the executors").
+
+    On the driver, one planner takes the micro-batch collected there: simple, and what the
+    embedded engine needs; the driver's memory follows the micro-batch.  On the executors
+    the planner's rules run per table group where the rows are (pipeline.parts,
+    spark.planning): the driver holds the control rows and per-table results only.
+    """
+
+    DRIVER = "driver"
+    EXECUTORS = "executors"
+
+    @classmethod
+    def parse(cls, value: str) -> PlanningSite:
+        if value not in tuple(cls):
+            raise ConfigError(f"--planner must be driver or executors, not {value!r}")
+        return cls(value)

@@ -22,6 +22,8 @@ __all__ = [
     "OP_UPDATE",
     "DDLStep",
     "Plan",
+    "PlannedChanges",
+    "RowStep",
     "Step",
     "TableChanges",
     "TableKey",
@@ -52,6 +54,23 @@ class TableChanges:
 
 
 @dataclass
+class PlannedChanges:
+    """The final change per key of one table in one segment, planned where the rows are
+    (planning by parts on Spark's executors: :mod:`ticdc_spark.spark.planning`): the rows
+    of :class:`TableChanges` in the Parquet files under ``location`` whose ``_group`` and
+    ``_step`` are these, ``count`` of them.  Each sink thread reads them with its own Spark
+    session."""
+
+    database: str
+    table: str
+    schema: TableSchema
+    location: str
+    group: int
+    step: int
+    count: int
+
+
+@dataclass
 class DDLStep:
     """A DDL to apply, with the table's schema before and after it (None when unknown)."""
 
@@ -67,7 +86,8 @@ class DDLStep:
     renamed_columns: dict[str, str] = field(default_factory=dict)  # new name -> old name
 
 
-Step = TableChanges | DDLStep
+RowStep = TableChanges | PlannedChanges
+Step = TableChanges | PlannedChanges | DDLStep
 
 
 @dataclass

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.model import Column, DDLType, DefaultExpression, TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
-from ticdc_spark.pipeline.steps import OP_DELETE, DDLStep, TableChanges, TableKey
+from ticdc_spark.pipeline.steps import OP_DELETE, DDLStep, PlannedChanges, TableChanges, TableKey
 from ticdc_spark.sinks.convert import (
     COMMIT_TS,
     OP,
@@ -294,14 +294,22 @@ class TableSink(abc.ABC):
     def _append_changes(self, step: TableChanges, version: int) -> None:
         """Append a step's changes to its table's changelog table, unless it has them (a
         replay: the changelog table holds the step's version)."""
-        key = changes_key((step.database, step.table))
-        if self.exists(key) and self.applied_version(key) >= version:
+        if not self._wants_changes(step.schema, version):
             return
-        crash_point("changes")
-        self.ensure_table(_changes_schema(step.schema))
         rows = typed_rows(step.schema, step.rows)[0]
         if rows.num_rows:
-            self.append(key, rows.cast(self.stored_schema(_changes_schema(step.schema))), version)
+            stored = self.stored_schema(_changes_schema(step.schema))
+            self.append(changes_key((step.database, step.table)), rows.cast(stored), version)
+
+    def _wants_changes(self, schema: TableSchema, version: int) -> bool:
+        """Whether a step's changes go to its table's changelog table (which is made
+        ready): not when it has them (a replay: it holds the step's version)."""
+        key = changes_key((schema.database, schema.table))
+        if self.exists(key) and self.applied_version(key) >= version:
+            return False
+        crash_point("changes")
+        self.ensure_table(_changes_schema(schema))
+        return True
 
     def _refuse_changelog_name(self, *keys: TableKey) -> None:
         """Stop on an upstream table named as a changelog table would be."""
@@ -322,6 +330,14 @@ class TableSink(abc.ABC):
         if self.is_changelog((schema.database, schema.table)):
             return f"{CHANGELOG_COMMENT}{schema.database}.{schema.table[: -len(CHANGES_SUFFIX)]}"
         return f"TiDB {schema.qualified_name}"
+
+    def apply_planned(self, step: PlannedChanges, version: int, replayed: bool) -> StepResult:
+        """Merge one table's final changes planned on Spark's executors (see
+        :meth:`apply_rows`; ``replayed``: see :meth:`replayed`): the spark engine's."""
+        raise ConfigError(
+            f"{step.database}.{step.table}: changes planned on Spark's executors (--planner "
+            "executors) are applied by the spark engine only (--engine spark)"
+        )
 
     def replayed(self, step: TableChanges) -> StepResult:
         """The result of a row step an earlier attempt of its batch applied."""

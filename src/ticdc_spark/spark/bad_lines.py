@@ -11,6 +11,7 @@ row, a dead letter like a message that does not decode (:func:`split_bad_lines`)
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,7 +53,25 @@ def skip_bad_lines(changes: pa.Table, batch_id: int) -> tuple[pa.Table, int]:
     skipped = int(pc.sum(bad).as_py() or 0)
     if not skipped:
         return changes, 0
-    first = changes.filter(bad).slice(0, 1).column("error")[0].as_py()
+    _warn(batch_id, skipped, changes.filter(bad).slice(0, 1).column("error")[0].as_py())
+    return changes.filter(pc.invert(bad)), skipped
+
+
+def skip_bad_frame_lines(changes: Any, batch_id: int) -> tuple[Any, int]:
+    """As :func:`skip_bad_lines`, for a micro-batch left on the executors (a DataFrame):
+    the bad lines counted (and the first named) by one small job."""
+    from pyspark.sql import functions as f
+
+    is_bad = (f.col("kind") == ERROR) & (f.col("partition") == BAD_LINE_PARTITION)
+    found = changes.filter(is_bad).agg(f.count("*").alias("n"), f.first("error").alias("first"))
+    count, first = found.collect()[0]
+    if not count:
+        return changes, 0
+    _warn(batch_id, count, first)
+    return changes.filter(~is_bad), int(count)
+
+
+def _warn(batch_id: int, skipped: int, first: str) -> None:
     log.warning(
         "micro-batch %d: skipped %d capture line(s) that are not Kafka records "
         "(onBadRecord=skip); the first: %s",
@@ -60,4 +79,3 @@ def skip_bad_lines(changes: pa.Table, batch_id: int) -> tuple[pa.Table, int]:
         skipped,
         first,
     )
-    return changes.filter(pc.invert(bad)), skipped

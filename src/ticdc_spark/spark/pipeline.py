@@ -41,14 +41,16 @@ from ticdc_spark.pipeline.checkpoint import (
 from ticdc_spark.pipeline.dead_letters import DeadLetterWriter
 from ticdc_spark.pipeline.failpoints import crash_point, watch_commits
 from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
-from ticdc_spark.pipeline.policy import Engine, Mode, OnError
+from ticdc_spark.pipeline.planning import PartsPlanning
+from ticdc_spark.pipeline.policy import Engine, Mode, OnError, PlanningSite
 from ticdc_spark.pipeline.tombstones import migrate_tombstones
 from ticdc_spark.sinks import make_sink
-from ticdc_spark.spark.bad_lines import skip_bad_lines
+from ticdc_spark.spark.bad_lines import skip_bad_frame_lines, skip_bad_lines
 from ticdc_spark.spark.decode import decode
 from ticdc_spark.spark.failures import Failure
 from ticdc_spark.spark.jars import check_session, engine_features
 from ticdc_spark.spark.overlap import Background, RunningPipeline
+from ticdc_spark.spark.planning import PlannedLog, SparkRunner
 from ticdc_spark.spark.session import spark_session
 from ticdc_spark.spark.sources import bounded_source_options, read_source, source_partitions
 from ticdc_spark.spark.trigger import once_options, start_query
@@ -71,6 +73,7 @@ __all__ = [
 ]
 
 OnBatch = Callable[[BatchReport], None]
+Log = ChangelogLog | PlannedLog  # (see _changelog_log)
 
 
 @dataclass
@@ -101,6 +104,7 @@ class PipelineConfig:
     engine: str = Engine.SPARK  # a policy.Engine: what applies the steps to the tables
     apply_threads: int = 0  # tables applied at once (0: the engine's default)
     master: str | None = None  # spark://HOST:PORT: the executors on that cluster (None: local)
+    planner: str = PlanningSite.DRIVER  # a policy.PlanningSite: where micro-batches are planned
 
     def __repr__(self) -> str:  # source, target and options may hold credentials
         shown = ", ".join(f"{f.name}={redact(getattr(self, f.name))!r}" for f in fields(self))
@@ -185,7 +189,7 @@ def _start_query(
         table_filter=TableFilter(config.table_filter),
         storage=config.storage,
     )
-    log = _recover(config, applier, on_batch)
+    log = _recover(config, applier, on_batch, _changelog_log(spark, config, applier))
     activate(spark)  # (the spark engine's sinks made their own sessions active meanwhile)
     background, failure = Background(), Failure()
     writer = (
@@ -221,11 +225,18 @@ def spark_checkpoint(checkpoint: str) -> str:
     return join(checkpoint, "spark")
 
 
-def _recover(config: PipelineConfig, applier: Applier, on_batch: OnBatch | None) -> ChangelogLog:
+def _changelog_log(spark: Any, config: PipelineConfig, applier: Applier) -> Log:
+    """Where micro-batches are logged before they are applied: Arrow files the driver
+    writes, or Parquet the executors write when they plan."""
+    if PlanningSite.parse(config.planner) == PlanningSite.EXECUTORS:
+        return PlannedLog(spark, str(applier.store.root), config.storage)
+    return ChangelogLog(applier.store.root, config.storage)
+
+
+def _recover(config: PipelineConfig, applier: Applier, on_batch: OnBatch | None, log: Log) -> Log:
     """Bring the consumer state up to Spark's commits and the logged batches (see
     :mod:`ticdc_spark.pipeline.checkpoint`); the changelog log."""
     spark_dir = spark_checkpoint(config.checkpoint)
-    log = ChangelogLog(applier.store.root, config.storage)
     migrate_tombstones(applier)  # (tables an earlier version wrote, once: before any apply)
     # batches a crash left logged but not applied, and states found missing or damaged
     committed = max(spark_batches(spark_dir, "commits", config.storage), default=-1)
@@ -249,6 +260,11 @@ def _applier(
     sink.changelog_tables = config.changelog_tables
     dead_dir = config.dead_letters or join(config.checkpoint, "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
+    planning = None
+    if PlanningSite.parse(config.planner) == PlanningSite.EXECUTORS:
+        if Engine.parse(config.engine) != Engine.SPARK:
+            raise ConfigError("--planner executors needs the spark engine (--engine spark)")
+        planning = PartsPlanning(SparkRunner(spark, str(store.root), config.storage))
     return Applier(
         sink,
         store,
@@ -262,6 +278,7 @@ def _applier(
         guard_retention=config.guard_retention,
         max_guards=config.max_guards,
         threads=config.apply_threads or default_threads(config.engine, config.target),
+        planning=planning,
     )
 
 
@@ -282,7 +299,7 @@ class _BatchHandler:
     def __init__(
         self,
         applier: Applier,
-        log: ChangelogLog,
+        log: Log,
         background: Background,
         config: PipelineConfig,
         on_batch: OnBatch | None,
@@ -302,14 +319,11 @@ class _BatchHandler:
     def _handle(self, batch_df: Any, batch_id: int) -> None:
         crash_point("offsets-written", batch_id)
         started = time.perf_counter()
-        changes = batch_df.toArrow()  # runs the read and decode stages of this micro-batch
+        if isinstance(self.log, PlannedLog):  # (planning on the executors: rows stay there)
+            changes, skipped = self._log_planned(batch_df, batch_id)
+        else:
+            changes, skipped = self._log_collected(batch_df, batch_id)
         read_seconds = time.perf_counter() - started
-        crash_point("decoded", batch_id)
-        skipped = 0
-        if self.skip_bad_lines:
-            changes, skipped = skip_bad_lines(changes, batch_id)
-        # before Spark may record the batch as done; kept while a state it could rebuild is
-        self.log.write(batch_id, changes)
         crash_point("logged", batch_id)
         if not self.overlap:
             self.finish(changes, batch_id, read_seconds, skipped)
@@ -317,7 +331,28 @@ class _BatchHandler:
         self.background.wait()  # the previous batch's apply; its failure stops the query here
         self.background.run(self.finish, changes, batch_id, read_seconds, skipped)
 
-    def finish(self, changes: pa.Table, batch_id: int, read_seconds: float, skipped: int) -> None:
+    def _log_collected(self, batch_df: Any, batch_id: int) -> tuple[pa.Table, int]:
+        """The micro-batch collected and logged (before Spark may record it as done; kept
+        while a state it could rebuild is); how many bad capture lines it skipped."""
+        changes = batch_df.toArrow()  # runs the read and decode stages of this micro-batch
+        crash_point("decoded", batch_id)
+        skipped = 0
+        if self.skip_bad_lines:
+            changes, skipped = skip_bad_lines(changes, batch_id)
+        self.log.write(batch_id, changes)
+        return changes, skipped
+
+    def _log_planned(self, batch_df: Any, batch_id: int) -> tuple[Any, int]:
+        """The micro-batch logged by the executors (read, decoded and written there),
+        read back from the log; how many bad capture lines it skipped."""
+        skipped = 0
+        if self.skip_bad_lines:
+            batch_df, skipped = skip_bad_frame_lines(batch_df, batch_id)
+        self.log.write(batch_id, batch_df)
+        crash_point("decoded", batch_id)
+        return self.log.read(batch_id), skipped
+
+    def finish(self, changes: Any, batch_id: int, read_seconds: float, skipped: int) -> None:
         report = self.applier.apply(changes, batch_id)
         self.log.prune(self.applier.store.oldest())
         report.read_seconds = read_seconds

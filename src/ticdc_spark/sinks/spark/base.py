@@ -35,15 +35,17 @@ import pyarrow as pa
 
 from ticdc_spark.model import TableSchema
 from ticdc_spark.pipeline.failpoints import crash_point
-from ticdc_spark.pipeline.steps import OP_DELETE
+from ticdc_spark.pipeline.steps import OP_DELETE, PlannedChanges
 from ticdc_spark.sinks.base import (
     CHANGELOG_COMMENT,
     StepResult,
     TableKey,
     TableSink,
     _default_column,
+    changes_key,
 )
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts, table_arrow_schema
+from ticdc_spark.sinks.spark.planned import ERROR, failed, typed_frame
 from ticdc_spark.sinks.spark.sql import (
     SchemaChange,
     insert_sql,
@@ -180,7 +182,7 @@ class SparkTableSink(TableSink):
             for key in keys:
                 self._versions.pop(key, None)
 
-    def merge(self, schema: TableSchema, rows: pa.Table, version: int) -> dict[str, Any]:
+    def merge(self, schema: TableSchema, rows: Any, version: int) -> dict[str, Any]:
         key = (schema.database, schema.table)
         session = self.session()
         view = f"ticdc_changes_{uuid.uuid4().hex}"
@@ -198,6 +200,27 @@ class SparkTableSink(TableSink):
             session.catalog.dropTempView(view)
         self._committed(key, version)
         return {}
+
+    def apply_planned(self, step: PlannedChanges, version: int, replayed: bool) -> StepResult:
+        """As :meth:`apply_rows`, with changes planned on the executors: read, typed and
+        merged there (see :mod:`.planned`); only the dead letters come to the driver."""
+        from pyspark.sql.functions import col
+
+        key = (step.database, step.table)
+        self._refuse_changelog_name(key)
+        frame = typed_frame(self.session(), step).localCheckpoint()  # (read more than once)
+        dead = failed(frame)
+        rows = frame.filter(col(ERROR).isNull()).drop(ERROR, "topic", "partition", "offset")
+        count = step.count - (dead.num_rows if dead is not None else 0)
+        if replayed or (self.exists(key) and self.applied_version(key) >= version):
+            result = StepResult(skipped=True, dead_letters=dead)  # (see apply_rows)
+        else:
+            self.ensure_table(step.schema)
+            details = self.merge(step.schema, rows, version) if count else {}
+            result = StepResult(rows=count, dead_letters=dead, details=details)
+        if self.changelog_tables and self._wants_changes(step.schema, version) and count:
+            self.append(changes_key(key), rows, version)
+        return result
 
     def merges_in_two(self, key: TableKey) -> bool:
         """Whether a step's changes to this table are merged in two commits (see
@@ -245,16 +268,13 @@ class SparkTableSink(TableSink):
             for part in parts:
                 session.catalog.dropTempView(part)
 
-    def _source(self, session: Any, schema: TableSchema, rows: pa.Table) -> Any:
+    def _source(self, session: Any, schema: TableSchema, rows: Any) -> Any:
         """The step's typed rows as a DataFrame of the table's Spark types (Arrow's naive
         timestamps read back as zoned ones unless told)."""
         types = {**self._target_types(schema), COMMIT_TS: "bigint", OP: "string"}
-        frame = session.createDataFrame(rows)
+        frame = _frame(session, rows)
         return frame.selectExpr(
-            *(
-                f"CAST({quote(name)} AS {types[name]}) AS {quote(name)}"
-                for name in rows.column_names
-            )
+            *(f"CAST({quote(name)} AS {types[name]}) AS {quote(name)}" for name in frame.columns)
         )
 
     def _target_types(self, schema: TableSchema) -> dict[str, str]:
@@ -297,16 +317,18 @@ class SparkTableSink(TableSink):
     def read(self, key: TableKey) -> pa.Table:
         return self.session().table(self._table(key)).toArrow()
 
-    def append(self, key: TableKey, rows: pa.Table, version: int) -> None:
+    def append(self, key: TableKey, rows: Any, version: int) -> None:
         """One INSERT of a changelog table's rows, recording ``version``."""
         session = self.session()
         view = f"ticdc_rows_{uuid.uuid4().hex}"
         current = self._current_types(key)
-        frame = session.createDataFrame(rows).selectExpr(
-            *(f"CAST({quote(n)} AS {current[n]}) AS {quote(n)}" for n in rows.column_names)
+        frame = _frame(session, rows)
+        columns = frame.columns
+        frame = frame.selectExpr(
+            *(f"CAST({quote(n)} AS {current[n]}) AS {quote(n)}" for n in columns)
         )
         frame.createOrReplaceTempView(view)
-        names = ", ".join(quote(n) for n in rows.column_names)
+        names = ", ".join(quote(n) for n in columns)
         try:
             with self.versioned(key, version):
                 session.sql(f"INSERT INTO {self._table(key)} ({names}) SELECT {names} FROM {view}")
@@ -409,6 +431,12 @@ class SparkTableSink(TableSink):
     @abc.abstractmethod
     def overwrite(self, key: TableKey, frame: Any) -> None:
         """Replace the table's rows and schema by ``frame``'s, in one commit."""
+
+
+def _frame(session: Any, rows: Any) -> Any:
+    """Typed rows as a DataFrame of ``session``: an Arrow table's, or the frame itself
+    (rows typed on the executors: :mod:`.planned`)."""
+    return session.createDataFrame(rows) if isinstance(rows, pa.Table) else rows
 
 
 def typed_default(schema: TableSchema, name: str) -> Any:

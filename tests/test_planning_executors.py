@@ -1,0 +1,111 @@
+"""Planning on Spark's executors (issue 27: spark.planning) gives the tables planning on the
+driver gives, over captures of all five protocols with DDL, key changes, deletes, replayed
+micro-batches and rows waiting for their schema (Simple); and no row of a micro-batch goes
+through the driver (its changes reach the sink as PlannedChanges)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline_helpers import changelog, interleave, produce
+from test_engines_agree import PROTOCOLS, TOPICS, _tables, _target
+from ticdc_spark.pipeline.apply import Applier
+from ticdc_spark.pipeline.capabilities import Capabilities
+from ticdc_spark.pipeline.checkpoint import StateStore
+from ticdc_spark.pipeline.planning import PartsPlanning
+from ticdc_spark.pipeline.steps import PlannedChanges, TableChanges
+from ticdc_spark.sinks import make_sink
+from ticdc_spark.spark.planning import PlannedLog, SparkRunner
+from ticdc_spark.testing.workload import Workload
+
+pytestmark = pytest.mark.spark
+
+MODES = {"avro": "eventual", "debezium": "eventual"}  # (eventual: the guards too)
+
+CASES = [
+    ("avro", "delta"),
+    ("canal-json", "iceberg"),
+    ("debezium", "delta"),
+    ("open-protocol", "delta"),
+    ("simple", "iceberg"),
+]
+
+
+def _run(
+    spark: Any, batches: list[Any], protocol: str, kind: str, root: Path, executors: bool
+) -> Applier:
+    options = PROTOCOLS[protocol]
+    sink = make_sink(_target(kind, root), "plan", "spark", spark)
+    store = StateStore(root / "ckpt")
+    planning = (
+        PartsPlanning(SparkRunner(spark, str(store.root), store.storage)) if executors else None
+    )
+    applier = Applier(
+        sink,
+        store,
+        mode=MODES.get(protocol, "consistent"),
+        capabilities=Capabilities.of(protocol, options),
+        planning=planning,
+    )
+    log = PlannedLog(spark, str(store.root), store.storage)
+    for number, batch in enumerate(batches):
+        table = changelog(batch, protocol, options)
+        if executors:
+            log.write(number, spark.createDataFrame(table))
+            applier.apply(log.read(number), number)
+        else:
+            applier.apply(table, number)
+    return applier
+
+
+@pytest.mark.parametrize(("protocol", "kind"), CASES)
+def test_executors_plan_the_tables_the_driver_plans(
+    spark: Any, tmp_path: Path, protocol: str, kind: str
+) -> None:
+    options = PROTOCOLS[protocol]
+    workload = Workload(seed=37, rows=200, tables=3, watermark_every=6, ddl_every=45)
+    messages = produce(workload, protocol, options, topic=TOPICS.get(protocol, "cdc_{schema}"))
+    batches = list(interleave(messages, seed=3, chunk=max(20, len(messages) // 4)))
+    batches = [*batches[:2], batches[0], *batches[2:]]  # (a micro-batch delivered again)
+    tables = {}
+    for where in ("driver", "executors"):
+        root = tmp_path / where
+        _run(spark, batches, protocol, kind, root, where == "executors")
+        tables[where] = _tables(make_sink(_target(kind, root), "plan", "spark", spark))
+    assert tables["executors"] == tables["driver"]
+    assert tables["driver"] and all(tables["driver"].values())  # (something to compare)
+
+
+def test_no_row_of_the_batch_reaches_the_driver(spark: Any, tmp_path: Path) -> None:
+    """The plan's row steps name rows left on the executors; the driver's plan holds none."""
+    options = PROTOCOLS["canal-json"]
+    messages = produce(Workload(seed=5, rows=60, tables=2), "canal-json", options)
+    seen: list[Any] = []
+    store = StateStore(tmp_path / "ckpt")
+    runner = SparkRunner(spark, str(store.root), store.storage)
+    planning = PartsPlanning(runner)
+    original = planning.plan
+
+    def plan(*args: Any) -> Any:
+        found = original(*args)
+        seen.extend(found[0].steps)
+        return found
+
+    planning.plan = plan  # type: ignore[method-assign]
+    sink = make_sink(_target("delta", tmp_path), "plan", "spark", spark)
+    applier = Applier(
+        sink,
+        store,
+        mode="eventual",
+        capabilities=Capabilities.of("canal-json", options),
+        planning=planning,
+    )
+    log = PlannedLog(spark, str(store.root), store.storage)
+    log.write(0, spark.createDataFrame(changelog(messages, "canal-json", options)))
+    report = applier.apply(log.read(0), 0)
+    rows = [s for s in seen if isinstance(s, (PlannedChanges, TableChanges))]
+    assert rows and all(isinstance(s, PlannedChanges) for s in rows)
+    assert report.rows_applied == sum(s.count for s in rows if isinstance(s, PlannedChanges))
