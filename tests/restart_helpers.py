@@ -281,6 +281,7 @@ def _harness(
     from ticdc_spark.sinks import make_sink
     from ticdc_spark.storage import StorageOptions, join, open_store
 
+    engine, _, planner = engine.partition("+")  # ("spark+executors": planned there)
     storage = StorageOptions.from_environment(orjson.loads(os.environ.get(HARNESS_STORAGE, "{}")))
     spark_part = open_store(join(checkpoint, "spark"), storage)
     store = StateStore(checkpoint, storage=storage)
@@ -296,10 +297,15 @@ def _harness(
         store,
         mode=mode,
         capabilities=Capabilities.of(protocol),
+        planning=_planning(planner, session, store),
     )
     applier.sink.changelog_tables = bool(changelog_tables)
     _pause_when_asked()
-    log = ChangelogLog(store.root, storage)
+    log: Any = ChangelogLog(store.root, storage)
+    if planner:
+        from ticdc_spark.spark.planning import PlannedLog
+
+        log = PlannedLog(session, str(store.root), storage)
     migrate_tombstones(applier)
     committed = max(spark_batches(spark_part, "commits"), default=-1)
     applier.recover(log, committed)
@@ -309,12 +315,22 @@ def _harness(
         with pa.memory_map(str(path)) as source:
             changes = pa.ipc.open_file(source).read_all()
         crash_point("decoded", batch)
-        log.write(batch, changes)
+        log.write(batch, session.createDataFrame(changes) if planner else changes)
         crash_point("logged", batch)
-        applier.apply(changes, batch)
+        applier.apply(log.read(batch) if planner else changes, batch)
         log.prune(store.oldest())
         spark_part.write(f"commits/{batch}", b"v1\n")  # (written whole, as Spark's)
         crash_point("committed", batch)
+
+
+def _planning(planner: str, session: Any, store: Any) -> Any:
+    """Planning on the executors (``planner``: "executors"), or None: on the driver."""
+    if not planner:
+        return None
+    from ticdc_spark.pipeline.planning import PartsPlanning
+    from ticdc_spark.spark.planning import SparkRunner
+
+    return PartsPlanning(SparkRunner(session, str(store.root), store.storage))
 
 
 PAUSE_AT = "HARNESS_PAUSE_AT"  # POINT:BATCH:NTH of a kill point, and a directory: see below

@@ -11,6 +11,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -71,8 +72,9 @@ def _config(source: str, protocol: str, target: str, root: Path) -> PipelineConf
     )
 
 
-def _assert_verified(target: str, root: Path) -> None:
-    reports = verify_sink(make_sink(target), root / "expected")
+def _assert_verified(target: str, root: Path, spark: Any = None) -> None:
+    sink = make_sink(target) if spark is None else make_sink(target, engine="spark", spark=spark)
+    reports = verify_sink(sink, root / "expected")
     assert reports and all(r.ok for r in reports), [r.summary() for r in reports]
 
 
@@ -90,7 +92,11 @@ def test_kafka_to_lakehouse(
     _assert_verified(target, tmp_path)
 
 
-def test_duplicates_replays_and_dead_letters(spark, kafka_broker: str, tmp_path: Path) -> None:
+# (planning on the executors with the spark engine: the batch never on the driver)
+@pytest.mark.parametrize("planner", ["driver", "executors"])
+def test_duplicates_replays_and_dead_letters(
+    spark, kafka_broker: str, tmp_path: Path, planner: str
+) -> None:
     protocol = "canal-json"
     _workload, source = _produce(kafka_broker, protocol, tmp_path, seed=22)
     topics = source.split("/")[-1].split(",")
@@ -120,8 +126,12 @@ def test_duplicates_replays_and_dead_letters(spark, kafka_broker: str, tmp_path:
     sink.close()
     target = restart_helpers.target("delta", tmp_path)
     reports = []
-    run(spark, _config(source, protocol, target, tmp_path), on_batch=reports.append)
-    _assert_verified(target, tmp_path)
+    config = _config(source, protocol, target, tmp_path)
+    if planner == "executors":  # (fewer, larger micro-batches: each merge is a Spark job)
+        config.engine, config.planner = "spark", planner
+        config.source_options = {"maxOffsetsPerTrigger": "400"}
+    run(spark, config, on_batch=reports.append)
+    _assert_verified(target, tmp_path, spark if planner == "executors" else None)
     assert sum(r.replays for r in reports) > 0
     letters = [
         orjson.loads(line)

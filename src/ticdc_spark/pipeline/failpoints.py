@@ -14,7 +14,10 @@ Points, in the order a micro-batch reaches them:
                      the tombstones not yet deleted; ``NTH`` counts the tables
 ``offsets-written``  ``foreachBatch`` entered: Spark has written the batch's offsets file
 ``decoded``          the micro-batch read and decoded (collected to the driver)
-``logged``           its changelog written to ``CHECKPOINT/ticdc/wal``
+``logged``           its changelog written to ``CHECKPOINT/ticdc/wal`` (planning on the
+                     executors: ``CHECKPOINT/ticdc/log``, by them; ``decoded`` comes after)
+``planned``          planning on the executors: every part planned and its output written
+                     (``CHECKPOINT/ticdc/parts``), nothing of the batch applied
 ``changes``          a row step merged, its changelog table (``--changelog-tables``) not appended
 ``step``             a plan step (merge or DDL) applied; ``NTH`` counts the steps of the batch
 ``rewrite``          a table rewrite: the new data written, the old table still in place

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from ticdc_spark.pipeline.changelog import ROW, arrow_schema
 from ticdc_spark.pipeline.dead_letters import DEAD_LETTER_FIELDS
+from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.guards import Guards
 from ticdc_spark.pipeline.parts import ORDER, PartInput, PartResult, PlannedPart, plan_part
 from ticdc_spark.pipeline.planning import PartsOutcome
@@ -198,6 +199,7 @@ class SparkRunner:
         location = self.location(batch)
         out = planned if untouched is None else planned.unionByName(untouched)
         out.write.mode("overwrite").partitionBy(PART).parquet(location)
+        crash_point("planned", batch)
         return self._outcome(location, batch)
 
     def _inputs(
