@@ -305,7 +305,7 @@ def _harness(
     if planner:
         from ticdc_spark.spark.planning import PlannedLog
 
-        log = PlannedLog(session, str(store.root), storage)
+        log = PlannedLog(session, store)
     migrate_tombstones(applier)
     committed = max(spark_batches(spark_part, "commits"), default=-1)
     applier.recover(log, committed)

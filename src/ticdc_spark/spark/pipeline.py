@@ -229,7 +229,7 @@ def _changelog_log(spark: Any, config: PipelineConfig, applier: Applier) -> Log:
     """Where micro-batches are logged before they are applied: Arrow files the driver
     writes, or Parquet the executors write when they plan."""
     if PlanningSite.parse(config.planner) == PlanningSite.EXECUTORS:
-        return PlannedLog(spark, str(applier.store.root), config.storage)
+        return PlannedLog(spark, applier.store)
     return ChangelogLog(applier.store.root, config.storage)
 
 

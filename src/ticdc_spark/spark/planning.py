@@ -36,7 +36,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ticdc_spark.errors import CHECKPOINT_WAY_OUT, CheckpointError, TiCDCSparkError
 from ticdc_spark.pipeline.changelog import ROW, arrow_schema
+from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.pipeline.dead_letters import DEAD_LETTER_FIELDS
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.guards import Guards
@@ -178,6 +180,8 @@ class SparkRunner:
         groups: dict[TableKey, int],
         state: ConsumerState,
     ) -> PartsOutcome:
+        if not groups:  # (no rows, none held: the guards stay where they are)
+            return _nothing_planned(state)
         by_group: dict[int, set[TableKey]] = {}
         for key, group in groups.items():
             by_group.setdefault(group, set()).add(key)
@@ -212,7 +216,7 @@ class SparkRunner:
         names = [f.name for f in arrow_schema()]
         rows = changelog.filter(col("kind") == ROW).select(*names, ORDER)
         rows = rows.join(mapping(), ["database", "table"]).withColumn(_HELD, lit(False))
-        previous = state.parts.get("location")
+        previous = self._previous(state)
         empty_guards = self.spark.createDataFrame([], _spark_schema()).select(
             GROUP, *_GUARD_COLUMNS
         )
@@ -228,6 +232,20 @@ class SparkRunner:
         touched = kept.join(mapping(), ["database", "table"])
         others = kept.join(mapping(), ["database", "table"], "left_anti")
         return rows, touched, _wide_frame(others, "guard")
+
+    def _previous(self, state: ConsumerState) -> str | None:
+        """The parts' output the state continues from (None: none), which must be whole
+        when it keeps rows held back or guards."""
+        location = state.parts.get("location")
+        if not location or not (state.parts.get("held") or state.parts.get("guards")):
+            return location if location else None
+        if not open_store(location, self.storage).exists("_SUCCESS"):
+            raise CheckpointError(
+                f"{location} is missing or incomplete: it holds the rows held back and the "
+                f"guards the consumer state of batch {state.parts.get('batch')} continues "
+                f"from. {CHECKPOINT_WAY_OUT}"
+            )
+        return str(location)
 
     def _guards_kept(self, location: str, state: ConsumerState) -> Any:
         """The guards saved there, collected as one planner would have at the end of the
@@ -255,6 +273,7 @@ class SparkRunner:
         guards = frame.filter(frame[PART] == "guard").count()  # (Parquet footers)
         kept = {
             "location": location,
+            "batch": batch,
             "held": sum(r.counts["held"] for r in results),
             "guards": guards,
         }
@@ -277,6 +296,23 @@ class SparkRunner:
             number,
             rows,
         )
+
+
+def _nothing_planned(state: ConsumerState) -> PartsOutcome:
+    """The outcome of a batch without rows (watermarks only, say): no part to run; the
+    guards kept where the last output has them."""
+    guards = int(state.parts.get("guards", 0))
+    kept = {
+        "location": state.parts.get("location"),
+        "batch": state.parts.get("batch", -1),  # (the batch that wrote it: PlannedLog.prune)
+        "held": 0,
+        "guards": guards,
+    }
+    return PartsOutcome([], None, _no_changes, kept, guards)
+
+
+def _no_changes(group: int, number: int) -> Any:
+    raise AssertionError(f"no part planned step {number} of group {group}")
 
 
 def _spark_schema() -> Any:
@@ -305,12 +341,13 @@ class PlannedLog:
     the executors reads it; a crash replays from it): the interface of
     :class:`~ticdc_spark.pipeline.checkpoint.ChangelogLog`."""
 
-    def __init__(self, spark: Any, checkpoint_root: str, storage: StorageOptions) -> None:
-        self.spark = spark
+    def __init__(self, spark: Any, store: StateStore) -> None:
+        checkpoint_root = str(store.root)
+        self.spark, self.store = spark, store
         self.root = join(checkpoint_root, "log")
         self.parts_root = join(checkpoint_root, "parts")
         self.checkpoint_root = checkpoint_root
-        self.files = open_store(checkpoint_root, storage)
+        self.files = open_store(checkpoint_root, store.storage)
 
     def _location(self, batch: int) -> str:
         return join(self.root, f"batch-{batch:012d}")
@@ -330,8 +367,16 @@ class PlannedLog:
 
     def prune(self, through: int) -> None:
         """Forget the logs up to ``through`` (the oldest state kept) and the parts' outputs
-        before it (that state names its own batch's)."""
-        for prefix, last in (("log/", through), ("parts/", through - 1)):
+        older than the one that state names (a batch without rows names its predecessor's).
+        Nothing when that state does not read: it is rebuilt from older ones, which need
+        theirs."""
+        if through < 0:
+            return
+        try:
+            named = int(self.store.read(through).parts.get("batch", through))
+        except TiCDCSparkError:
+            return
+        for prefix, last in (("log/", through), ("parts/", min(named, through) - 1)):
             for batch in {_batch_of(k, prefix) for k in self.files.list_keys(prefix)}:
                 if batch <= last:
                     self._remove(f"{prefix}batch-{batch:012d}")
