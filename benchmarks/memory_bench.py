@@ -171,8 +171,10 @@ def produce(rows: int, where: Path, ddl_every: int) -> int:
     return sum(f.read_bytes().count(b"\n") for f in capture.glob("*.jsonl"))
 
 
-def replicate(where: Path, messages: int, bounded: bool, extra: list[str]) -> Run:
-    name = "bounded" if bounded else "unbounded"
+def replicate(
+    where: Path, messages: int, bounded: bool, extra: list[str], name: str | None = None
+) -> Run:
+    name = name or ("bounded" if bounded else "unbounded")
     target, checkpoint = where / f"lake-{name}", where / f"checkpoint-{name}"
     for leftover in (target, checkpoint):  # a run from scratch
         shutil.rmtree(leftover, ignore_errors=True)
@@ -208,8 +210,11 @@ def replicate(where: Path, messages: int, bounded: bool, extra: list[str]) -> Ru
     batches = sum(1 for line in text.splitlines() if line.startswith("batch "))
     if not (where / "expected").is_dir():
         return Run(messages, bounded, batches, seconds, peak, None)
+    engine = ["--engine", "spark"] if "--planner" in extra else []  # (Delta with deletion vectors)
     verify = subprocess.run(
-        _cli("verify", "--target", f"delta:{target}", "--expected", str(where / "expected")),
+        _cli(
+            "verify", "--target", f"delta:{target}", *engine, "--expected", str(where / "expected")
+        ),
         env=_env(),
         capture_output=True,
         check=False,
@@ -247,8 +252,20 @@ def main() -> None:
         default=[],
         help="passed to replicate (e.g. --replicate-arg=--serial-apply)",
     )
+    parser.add_argument(
+        "--micro-batches",
+        type=int,
+        nargs="+",
+        default=None,
+        help="instead: the first backlog replicated in micro-batches of these many messages "
+        "(maxOffsetsPerTrigger), by each --planners (the spark engine), side by side",
+    )
+    parser.add_argument("--planners", nargs="+", default=["driver", "executors"])
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="memory-bench-"))
+    if args.micro_batches:
+        by_micro_batch(work, args)
+        return
     runs: list[Run] = []
     for rows in args.messages:
         where = work / f"rows-{rows}"
@@ -277,6 +294,42 @@ def main() -> None:
             f"| {r.seconds:.0f} | {r.peak.total / 2**30:.2f} GiB | {r.peak.jvm / 2**30:.2f} GiB "
             f"({r.peak.heap / 2**30:.2f}) | {r.peak.python / 2**30:.2f} GiB "
             f"| {r.peak.driver / 2**30:.2f} GiB | {_verdict(r.verified)} |"
+        )
+
+
+def by_micro_batch(work: Path, args: argparse.Namespace) -> None:
+    """The driver's memory as micro-batches grow, planned on the driver and on the
+    executors (issue 27: flat within 20% while a micro-batch grows 10x)."""
+    rows = args.messages[0]
+    where = work / f"rows-{rows}"
+    where.mkdir(parents=True, exist_ok=True)
+    messages = produce(rows, where, args.ddl_every)
+    runs: list[tuple[str, int, Run]] = []
+    for size in args.micro_batches:
+        for planner in args.planners:  # (alternating: the machine's noise shared)
+            bounds = [f"maxOffsetsPerTrigger={size}", f"maxBytesPerTrigger={2**62}"]
+            extra = ["--engine", "spark", "--planner", planner, *args.replicate_arg]
+            extra += [a for b in bounds for a in ("--source-option", b)]
+            run = replicate(where, messages, True, extra, f"{planner}-{size}")
+            runs.append((planner, size, run))
+            print(
+                f"  {planner}, micro-batches of {size:,}: {run.seconds:.0f}s, driver "
+                f"{run.peak.driver / 2**20:,.0f} MiB, verified {run.verified}",
+                flush=True,
+            )
+    print(f"\nfiles in {work}\n")
+    print(
+        "| planner | micro-batch (messages) | micro-batches | seconds | peak driver Python "
+        "| x smallest | peak JVM (committed heap) | peak Python workers | tables verified |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for planner, size, r in runs:
+        first = next(x for p, _, x in runs if p == planner)
+        print(
+            f"| {planner} | {size:,} | {r.batches} | {r.seconds:.0f} "
+            f"| {r.peak.driver / 2**20:,.0f} MiB | {r.peak.driver / first.peak.driver:.2f}x "
+            f"| {r.peak.jvm / 2**30:.2f} GiB ({r.peak.heap / 2**30:.2f}) "
+            f"| {(r.peak.python - r.peak.driver) / 2**20:,.0f} MiB | {_verdict(r.verified)} |"
         )
 
 

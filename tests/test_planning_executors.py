@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from changelog_script import Script
 from pipeline_helpers import changelog, interleave, produce
 from test_engines_agree import PROTOCOLS, TOPICS, _tables, _target
 from ticdc_spark.pipeline.apply import Applier
@@ -125,3 +126,25 @@ def test_no_row_of_the_batch_reaches_the_driver(spark: Any, tmp_path: Path) -> N
     rows = [s for s in seen if isinstance(s, (PlannedChanges, TableChanges))]
     assert rows and all(isinstance(s, PlannedChanges) for s in rows)
     assert report.rows_applied == sum(s.count for s in rows if isinstance(s, PlannedChanges))
+
+
+def test_a_value_that_does_not_convert_is_a_dead_letter(spark: Any, tmp_path: Path) -> None:
+    """Screened where it is planned: the change with a value its column cannot hold is a dead
+    letter naming it, the others are applied."""
+    script = Script().insert(100, {"id": "1", "v": "fits"}).insert(101, {"id": "2", "v": "x" * 11})
+    script.insert(102, {"id": "x3", "v": "bad key"}).watermark(200, 0)
+    store = StateStore(tmp_path / "ckpt")
+    sink = make_sink(_target("delta", tmp_path), "plan", "spark", spark)
+    applier = Applier(
+        sink,
+        store,
+        capabilities=Capabilities.of("canal-json", {}),
+        planning=PartsPlanning(SparkRunner(spark, str(store.root), store.storage)),
+    )
+    log = PlannedLog(spark, store)
+    log.write(0, spark.createDataFrame(script.table()))
+    report = applier.apply(log.read(0), 0)
+    assert (report.rows_applied, report.dead_letters) == (2, 1)
+    letters = (tmp_path / "ckpt" / "dead-letters").glob("*.jsonl")
+    assert "column 'id'" in "".join(f.read_text() for f in letters)
+    assert sorted(r["id"] for r in _tables(sink)[("db", "t")]) == [1, 2]

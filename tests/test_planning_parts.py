@@ -5,14 +5,19 @@ changelogs (renames, truncates, drops, late changes older than a delete)."""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
+import simple_stream
 from changelog_script import ID_V, Script
 from pipeline_helpers import changelog, interleave, produce
-from ticdc_spark.model import DDLType
+from ticdc_spark.codec import make_encoder
+from ticdc_spark.errors import ConfigError
+from ticdc_spark.model import Bootstrap, DDLEvent, DDLType, RowChange, RowKind
 from ticdc_spark.pipeline.capabilities import Capabilities
 from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, MAX_HELD_ROWS
 from ticdc_spark.pipeline.parts import table_groups
@@ -167,8 +172,152 @@ def test_parts_follow_renames_truncates_and_drops(mode: str) -> None:
     _compare(_script_batches(), _settings("canal-json", {}, mode))
 
 
+def test_rename_of_a_table_first_seen_in_the_same_batch() -> None:
+    """Rows of a (no CREATE: the changefeed started after it), then RENAME a TO e, then
+    rows of e, all in one micro-batch: the control part's catalog has no a, so the
+    rename step names no renamed_to and a and e land in separate groups."""
+    s = Script()
+    s.insert(100, {"id": "1", "v": "a"}, table="a")
+    s.ddl(110, "RENAME TABLE db.a TO db.e", DDLType.RENAME_TABLE, table="e")
+    s.insert(120, {"id": "2", "v": "e"}, table="e").watermark(130, 0)
+    _compare([s.table()], _settings("canal-json", {}, "consistent"))
+
+
+def test_alter_rename_of_a_table_first_seen_in_the_same_batch() -> None:
+    s = Script()
+    s.insert(100, {"id": "1", "v": "a"}, table="a")
+    s.ddl(110, "ALTER TABLE db.a RENAME TO db.e", DDLType.RENAME_TABLE, table="a")
+    s.insert(120, {"id": "2", "v": "e"}, table="e").watermark(130, 0)
+    _compare([s.table()], _settings("canal-json", {}, "consistent"))
+
+
+def test_two_pair_rename() -> None:
+    s = Script()
+    s.insert(100, {"id": "1", "v": "a"}, table="a").insert(101, {"id": "1", "v": "b"}, table="b")
+    s.watermark(105, 0)
+    first = s.table()
+    s = Script()
+    s.offsets = {0: 100}
+    s.ddl(110, "RENAME TABLE db.a TO db.x, db.b TO db.y", DDLType.RENAME_TABLES, table="x")
+    s.insert(120, {"id": "2", "v": "x"}, table="x").insert(121, {"id": "2", "v": "y"}, table="y")
+    s.watermark(130, 0)
+    _compare([first, s.table()], _settings("canal-json", {}, "consistent"))
+
+
+def _simple(events: list[Any]) -> list[Any]:
+
+    encoder = make_encoder("simple", {**simple_stream.OPTIONS, "encoding-format": "json"})
+    out = []
+    for partition, offset, event in events:
+        (message,) = encoder.encode([event])
+        message.topic, message.partition, message.offset = "cdc_shop", partition, offset
+        out.append(message)
+    return out
+
+
+def _simple_case(ddl: Any) -> None:
+    ts = simple_stream.ts
+    options = {**simple_stream.OPTIONS, "encoding-format": "json"}
+    users_v60 = replace(simple_stream.USERS, version=60)
+    messages = _simple(
+        [
+            (
+                1,
+                0,
+                RowChange(RowKind.INSERT, simple_stream.USERS, ts(2), None, {"id": 2, "name": "a"}),
+            ),
+            (0, 0, Bootstrap(simple_stream.ORDERS_V1)),
+            (0, 1, ddl(ts, users_v60)),
+            (
+                0,
+                2,
+                RowChange(
+                    RowKind.INSERT,
+                    simple_stream.ORDERS_V1,
+                    ts(5),
+                    None,
+                    simple_stream._order(9, "1.00"),
+                ),
+            ),
+        ]
+    )
+    _compare([changelog(messages, "simple", options)], _settings("simple", options, "eventual"))
+
+
+def test_simple_global_ddl_behind_a_row_waiting_for_its_schema() -> None:
+    """One planner holds a DDL that concerns every table, and every later row, while a row
+    earlier waits for its schema (wire_rows.awaiting_schema's cut); the control part sees
+    no wire row and releases it, the orders part releases orders' later row."""
+    _simple_case(
+        lambda ts, _: DDLEvent(DDLType.CREATE_SCHEMA, "CREATE DATABASE other", ts(4), "other", "")
+    )
+
+
+def test_simple_table_ddl_behind_a_row_waiting_for_its_schema() -> None:
+    """A DDL of the waiting table: one planner holds it with the table's rows; the control
+    part releases it, and assemble looks for it among the owning part's barriers."""
+    _simple_case(
+        lambda ts, v60: DDLEvent(
+            DDLType.TRUNCATE_TABLE, "TRUNCATE TABLE shop.users", ts(4), "shop", "users", schema=v60
+        )
+    )
+
+
+def test_drop_database_and_empty_batches_and_chained_renames() -> None:
+    s = Script()
+    s.insert(100, {"id": "1", "v": "a"}, table="a").insert(
+        101, {"id": "1", "v": "b"}, p=1, table="b"
+    )
+    s.delete(102, {"id": "1", "v": "a"}, table="a").watermark(101, 0, 1)
+    b0 = s.table()
+    s = Script()
+    s.offsets = {0: 100, 1: 100}
+    s.watermark(103, 0)  # (watermarks only)
+    b1 = s.table()
+    s = Script()
+    s.offsets = {0: 200, 1: 200}
+    s.ddl(104, "RENAME TABLE db.a TO db.c", DDLType.RENAME_TABLE, table="c")
+    s.insert(105, {"id": "2", "v": "c"}, table="c").watermark(104, 1)
+    b2 = s.table()
+    s = Script()
+    s.offsets = {0: 300, 1: 300}
+    s.ddl(106, "RENAME TABLE db.c TO db.d", DDLType.RENAME_TABLE, table="d")
+    s.ddl(107, "DROP DATABASE db", DDLType.DROP_SCHEMA, table="")
+    s.insert(108, {"id": "3", "v": "d"}, p=1, table="d").watermark(110, 0, 1)
+    b3 = s.table()
+    empty = b1.slice(0, 0)
+    for mode in ("consistent", "eventual"):
+        _compare([b0, b1, empty, b2, b3, b2], _settings("canal-json", {}, mode))
+
+
 def test_a_rename_puts_both_tables_in_one_group() -> None:
     groups = table_groups([("db", "a"), ("db", "b"), ("db", "c")], [(("db", "a"), ("db", "e"))])
     assert groups[("db", "a")] == groups[("db", "e")]
     assert len({groups[("db", "a")], groups[("db", "b")], groups[("db", "c")]}) == 3
     assert ID_V  # (the script's schema)
+
+
+@pytest.mark.parametrize("mode", ["consistent", "eventual"])
+def test_a_checkpoint_planned_on_the_driver_moves_to_the_parts(mode: str) -> None:
+    """The rows the driver held back and its guards go to the parts at the switch."""
+    settings = _settings("canal-json", {}, mode)
+    batches = _script_batches()
+    _, one = DriverPlanning().plan(settings, batches[0], ConsumerState(), 0)
+    assert (one.held is not None and one.held.num_rows) or one.guards.count()
+    runner = LocalRunner()  # (a state of its own: planners change their guards in place)
+    by_parts = ConsumerState.from_json(one.to_json(), one.held, copy.deepcopy(one.guards))
+    for number, batch in enumerate(batches[1:], 1):
+        one = ConsumerState.from_json(one.to_json(), one.held, one.guards)
+        expected, one = DriverPlanning().plan(settings, batch, one, number)
+        got, by_parts = PartsPlanning(runner).plan(settings, batch, by_parts, number)
+        assert _by_table(got) == _by_table(expected), number
+        assert [getattr(got, f) for f in FIGURES] == [getattr(expected, f) for f in FIGURES]
+
+
+def test_a_checkpoint_whose_parts_keep_rows_is_not_planned_on_the_driver() -> None:
+    settings = _settings("canal-json", {}, "consistent")
+    batches = _script_batches()
+    _, state = PartsPlanning(LocalRunner()).plan(settings, batches[0], ConsumerState(), 0)
+    assert state.parts["held"]
+    with pytest.raises(ConfigError, match="--planner executors"):
+        DriverPlanning().plan(settings, batches[1], state, 1)

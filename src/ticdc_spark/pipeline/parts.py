@@ -30,14 +30,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ticdc_spark.errors import TiCDCSparkError
 from ticdc_spark.pipeline import wire_rows
 from ticdc_spark.pipeline.arrow import concat
+from ticdc_spark.pipeline.barriers import one_table
 from ticdc_spark.pipeline.capabilities import Capabilities
-from ticdc_spark.pipeline.changelog import ROW
+from ticdc_spark.pipeline.changelog import DDL, ROW
 from ticdc_spark.pipeline.guards import Guards
 from ticdc_spark.pipeline.planner import Planner
 from ticdc_spark.pipeline.state import ConsumerState
 from ticdc_spark.pipeline.steps import DDLStep, Plan, Step, TableChanges, TableKey
+from ticdc_spark.sql.targets import parse_rename_tables
 
 __all__ = [
     "ORDER",
@@ -47,8 +50,10 @@ __all__ = [
     "assemble",
     "batch_counts",
     "merge_states",
+    "needs_waiting",
     "plan_control",
     "plan_part",
+    "renames",
     "table_groups",
 ]
 
@@ -75,6 +80,9 @@ class PartInput:
     mode: str
     capabilities: Capabilities
     guard_retention: float
+    # per table, the earliest commit ts of rows waiting for their schema (Simple) in any
+    # part: every part holds back what one planner would (see needs_waiting)
+    waiting: dict[TableKey, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,13 +91,14 @@ class PartResult:
 
     group: int
     tables: frozenset[TableKey]
-    state: ConsumerState  # (its held rows and guards emptied: they stay where they are)
+    state: ConsumerState  # (its own tables' entries only: see _own)
     steps: list[Step]  # (TableChanges' rows emptied: see PlannedPart.changes)
     segments: list[int]  # (Planner.segments)
     counts: dict[str, int] = field(default_factory=dict)
     held_since: int | None = None  # the oldest commit ts of the rows it holds back
     guards: int = 0  # how many guards it keeps
     pending: int = 0  # rows it planned, held ones included (Planner.pending)
+    waiting: dict[TableKey, int] = field(default_factory=dict)  # (Planner.waiting)
     sizes: dict[int, int] = field(default_factory=dict)  # rows of each row step
 
 
@@ -127,9 +136,33 @@ def table_groups(
     return {key: number[root(key)] for key in sorted(parent)}
 
 
+def renames(control: pa.Table, steps: Iterable[Step]) -> list[tuple[TableKey, TableKey]]:
+    """The tables the batch's DDLs rename, old and new: from the statements (every pair of
+    a RENAME TABLE, whether the catalog knows the old table or not: a table first seen in
+    this batch's rows is known to its part only) and from the control part's steps (ALTER
+    TABLE ... RENAME TO, resolved against the catalog)."""
+    pairs = [
+        ((s.database, s.table), s.renamed_to)
+        for s in steps
+        if isinstance(s, DDLStep) and s.renamed_to
+    ]
+    ddls = control.filter(pc.equal(control["kind"], DDL)).select(["database", "sql"])
+    for row in ddls.to_pylist():
+        sql = row["sql"] or ""
+        if not sql.lstrip().upper().startswith("RENAME"):
+            continue
+        try:
+            found = parse_rename_tables(sql)
+        except TiCDCSparkError:  # (the catalog says why, when it plans the DDL)
+            continue
+        database = row["database"] or ""
+        pairs += [((od or database, ot), (nd or database, nt)) for (od, ot), (nd, nt) in found]
+    return pairs
+
+
 def _planner(part: PartInput, state: ConsumerState) -> _PartPlanner:
     state.partitions |= part.partitions
-    return _PartPlanner(
+    planner = _PartPlanner(
         part.mode,
         state,
         capabilities=part.capabilities,
@@ -137,6 +170,8 @@ def _planner(part: PartInput, state: ConsumerState) -> _PartPlanner:
         guard_retention=part.guard_retention,
         max_guards=_NO_LIMIT,
     )
+    planner.waiting_elsewhere = part.waiting
+    return planner
 
 
 def _in_order(*tables: pa.Table | None) -> pa.Table:
@@ -173,7 +208,7 @@ def plan_part(
         if isinstance(step, TableChanges)
     }
     held_rows, guards = _held_rows(planner.state.held), planner.state.guards
-    result = _result(group, tables, planner, plan)  # (which empties the state's)
+    result = _result(group, tables, planner, plan)
     return PlannedPart(result, changes, held_rows, plan.dead_letters, guards)
 
 
@@ -196,11 +231,20 @@ def _result(group: int, tables: frozenset[TableKey], planner: Planner, plan: Pla
     }
     since = None if held is None else int(pc.min(held["commit_ts"]).as_py())
     guards = state.guards.count()
-    state.held, state.guards = None, Guards()
     sizes = {n: s.rows.num_rows for n, s in enumerate(plan.steps) if isinstance(s, TableChanges)}
     segments = list(planner.segments)
     return PartResult(
-        group, tables, state, steps, segments, counts, since, guards, planner.pending, sizes
+        group,
+        tables,
+        _own(state, tables),
+        steps,
+        segments,
+        counts,
+        held_since=since,
+        guards=guards,
+        pending=planner.pending,
+        waiting=planner.waiting,
+        sizes=sizes,
     )
 
 
@@ -240,17 +284,26 @@ def assemble(
             barrier = barriers[index]
             assert isinstance(barrier, DDLStep)
             owner = owners.get((barrier.database, barrier.table))
-            out.append(barrier if owner is None else _barrier(owner, index))
+            out.append(barrier if owner is None else _barrier(owner, index, barrier))
     return out
 
 
-def _barrier(part: PartResult, index: int) -> Step:
+def _barrier(part: PartResult, index: int, barrier: DDLStep) -> Step:
+    """The part's own step of barrier ``index`` (it saw the rows of its table)."""
+    if -1 - index not in part.segments:  # (the parts would not agree with one planner)
+        raise TiCDCSparkError(
+            f"planning by parts: the part of {sorted(part.tables)} did not release the DDL "
+            f"at commit ts {barrier.commit_ts} ({barrier.sql[:80]!r}) that the control "
+            "part did; plan on the driver (--planner driver) and report this"
+        )
     return part.steps[part.segments.index(-1 - index)]
 
 
 _PER_TABLE = ("tables", "floors", "schema_ts", "carried")
 _PER_SLOT = ("positions", "partition_schemas")  # keys (topic/partition, database, table)
 _PER_VERSION = ("versions", "versions_since")  # keys (database, table, version)
+# (each with what of its key names the table)
+_KEYED = ((_PER_TABLE, slice(None)), (_PER_SLOT, slice(1, None)), (_PER_VERSION, slice(0, 2)))
 
 
 def merge_states(
@@ -272,20 +325,51 @@ def merge_states(
 def _take_tables(state: ConsumerState, part: PartResult) -> None:
     """Replace ``state``'s entries of the part's tables by the part's."""
     owned = part.tables
-    for names, table_of in (
-        (_PER_TABLE, slice(None)),
-        (_PER_SLOT, slice(1, None)),
-        (_PER_VERSION, slice(0, 2)),
-    ):
+    for names, table_of in _KEYED:
         for name in names:
             mine: dict[Any, Any] = getattr(state, name)
-            theirs: dict[Any, Any] = getattr(part.state, name)
             for key in [k for k in mine if k[table_of] in owned]:
                 del mine[key]
-            mine.update({k: v for k, v in theirs.items() if k[table_of] in owned})
-    state.placed_by_order = {s for s in state.placed_by_order if s[1:] not in owned} | {
-        s for s in part.state.placed_by_order if s[1:] in owned
-    }
+            mine.update(getattr(part.state, name))
+    state.placed_by_order = {s for s in state.placed_by_order if s[1:] not in owned}
+    state.placed_by_order |= part.state.placed_by_order
+
+
+def _own(state: ConsumerState, tables: frozenset[TableKey]) -> ConsumerState:
+    """What a part's state says of its own tables (and its positions and the highest commit
+    ts it released): all :func:`merge_states` takes of it, so that a part's result does not
+    grow with the number of tables."""
+    own = ConsumerState(applied_ts=state.applied_ts, position_offsets=state.position_offsets)
+    for names, table_of in _KEYED:
+        for name in names:
+            entries: dict[Any, Any] = getattr(state, name)
+            setattr(own, name, {k: v for k, v in entries.items() if k[table_of] in tables})
+    own.placed_by_order = {s for s in state.placed_by_order if s[1:] in tables}
+    return own
+
+
+def needs_waiting(part: PartInput, parts: list[PartResult]) -> dict[TableKey, int] | None:
+    """The tables whose rows wait for their schema, when a part planned without knowing
+    another's and one planner would then have held back more: a DDL of such a table at or
+    after its first waiting row, or a DDL that concerns every table after any (see
+    wire_rows.awaiting_schema); None when the parts' plans stand."""
+    first: dict[TableKey, int] = {}
+    for result in parts:
+        for key, ts in result.waiting.items():
+            first[key] = min(ts, first.get(key, ts))
+    if not first or first == part.waiting:
+        return None
+    rows = concat([part.control, part.held_control])
+    assert rows is not None
+    ddls = rows.filter(pc.equal(rows["kind"], DDL))
+    earliest = min(first.values())
+    for ddl in ddls.select(["database", "table", "commit_ts", "sql", "ddl_type"]).to_pylist():
+        key = (ddl["database"] or "", ddl["table"] or "")
+        if ddl["commit_ts"] >= first.get(key, 2**63) or (
+            ddl["commit_ts"] >= earliest and not one_table(ddl)
+        ):
+            return first
+    return None
 
 
 def batch_counts(control: Plan, parts: list[PartResult]) -> dict[str, int]:

@@ -81,6 +81,10 @@ class Planner:
         # or for barrier ``i``'s own DDL step -1 - i (planning by parts: spark.planning)
         self.segments: list[int] = []
         self.pending = 0  # rows planned in the last plan, held ones included
+        # per table, the earliest commit ts of its rows waiting for their schema (Simple):
+        # the last plan's, and those of rows planned elsewhere (planning by parts)
+        self.waiting: dict[TableKey, int] = {}
+        self.waiting_elsewhere: dict[TableKey, int] = {}
 
     def plan(self, changelog: pa.Table) -> Plan:
         """Plan one micro-batch of changelog rows."""
@@ -203,7 +207,11 @@ class Planner:
                 rows = self._numbered(finished.rows)
                 pending = concat_tables(finished.kept, rows.select(finished.kept.column_names))
                 unfit = finished.unfit
-        awaiting = wire_rows.awaiting_schema(pending)
+        self.waiting = wire_rows.waiting_since(pending)
+        first = dict(self.waiting)
+        for key, ts in self.waiting_elsewhere.items():  # (planning by parts: see parts.py)
+            first[key] = min(ts, first.get(key, ts))
+        awaiting = wire_rows.awaiting_schema(pending, first)
         wire_rows.forget_versions(self.state)  # (after this batch's rows had every version)
         return pending, awaiting, unfit
 

@@ -12,12 +12,13 @@ the tests compare with one planner).  Either way the result is a
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ticdc_spark.errors import ConfigError
 from ticdc_spark.pipeline import ordering
 from ticdc_spark.pipeline.arrow import concat
 from ticdc_spark.pipeline.capabilities import Capabilities
@@ -30,14 +31,16 @@ from ticdc_spark.pipeline.parts import (
     assemble,
     batch_counts,
     merge_states,
+    needs_waiting,
     plan_control,
     plan_part,
+    renames,
     table_groups,
 )
 from ticdc_spark.pipeline.planner import Planner
 from ticdc_spark.pipeline.policy import Mode
 from ticdc_spark.pipeline.state import ConsumerState
-from ticdc_spark.pipeline.steps import DDLStep, Plan, Step, TableChanges, TableKey
+from ticdc_spark.pipeline.steps import Plan, Step, TableChanges, TableKey
 
 __all__ = [
     "DriverPlanning",
@@ -77,6 +80,7 @@ class DriverPlanning:
     def plan(
         self, settings: PlanSettings, changelog: Any, state: ConsumerState, batch: int
     ) -> tuple[Plan, ConsumerState]:
+        _refuse_parts(state)
         planner = Planner(
             settings.mode,
             state,
@@ -87,6 +91,48 @@ class DriverPlanning:
             max_guards=settings.max_guards,
         )
         return planner.plan(changelog), planner.state
+
+
+def _refuse_parts(state: ConsumerState) -> None:
+    """Stop a driver's planning of a checkpoint whose rows held back or guards the
+    executors keep (they would be lost); forget where the executors kept nothing."""
+    held, guards = int(state.parts.get("held", 0)), int(state.parts.get("guards", 0))
+    if held or guards:
+        raise ConfigError(
+            f"this checkpoint was planned on the executors, which keep {held} rows held "
+            f"back and {guards} guards of it in {state.parts.get('location')}: run it with "
+            "--planner executors (a checkpoint planned on the driver can move to the "
+            "executors, not back while they keep rows or guards)"
+        )
+    state.parts = {}
+
+
+@dataclass(frozen=True)
+class Carried:
+    """Rows held back and guards a checkpoint planned on the driver kept in its state,
+    handed to the parts at the first batch planned by parts."""
+
+    held: pa.Table | None  # ROW rows, with ORDER
+    guards: pa.Table | None  # (Guards.to_arrow's columns)
+
+
+def _carried(state: ConsumerState) -> Carried | None:
+    """Take what planning on the driver left in ``state`` for the parts (None: nothing):
+    its held rows (the control part keeps its held control rows) and its guards."""
+    held = state.held
+    rows = None if held is None else held.filter(pc.equal(held["kind"], ROW))
+    guards = state.guards.to_arrow()
+    if (rows is None or not rows.num_rows) and guards is None:
+        return None
+    state.held = None if held is None else held.filter(pc.not_equal(held["kind"], ROW))
+    if state.held is not None and not state.held.num_rows:
+        state.held = None
+    state.guards = Guards()
+    if rows is not None and rows.num_rows:
+        rows = rows.append_column(ORDER, pa.array(range(rows.num_rows), pa.int64()))
+    else:
+        rows = None
+    return Carried(rows, guards)
 
 
 @dataclass
@@ -117,11 +163,12 @@ class PartsRunner(Protocol):
         part: PartInput,
         groups: dict[TableKey, int],
         state: ConsumerState,
+        carried: Carried | None,
     ) -> PartsOutcome:
         """Plan the part of each group (``groups``: table -> group), from the rows of the
         batch and the held rows and guards ``state.parts`` names (guards read as collected
         by ``state.parts["guard_floor"]`` and the state's floors: see
-        :func:`guards_kept`)."""
+        :func:`guards_kept`), and those ``carried`` from planning on the driver."""
 
     def steps_of(self, step: TableChanges, changes: Any, rows: int) -> Step:
         """The step that applies ``changes`` (``rows`` of them) of the table of ``step``."""
@@ -136,6 +183,7 @@ class PartsPlanning:
     def plan(
         self, settings: PlanSettings, changelog: Any, state: ConsumerState, batch: int
     ) -> tuple[Plan, ConsumerState]:
+        carried = _carried(state)  # (a checkpoint planned on the driver until now)
         control, pairs = self.runner.control(changelog)
         is_error = pc.equal(control["kind"], ERROR)
         part = PartInput(
@@ -147,15 +195,16 @@ class PartsPlanning:
             settings.capabilities,
             settings.guard_retention,
         )
-        control_plan, planner = plan_control(part, control.filter(is_error))
-        renames = [
-            ((s.database, s.table), s.renamed_to)
-            for s in control_plan.steps
-            if isinstance(s, DDLStep) and s.renamed_to
-        ]
-        held_tables = {(db, t) for db, t in state.parts.get("held_tables", [])}
-        groups = table_groups({k for k, _ in pairs} | held_tables, renames)
-        outcome = self.runner.run(changelog, batch, part, groups, state)
+        errors = control.filter(is_error)
+        control_plan, planner = plan_control(part, errors)
+        tables = {k for k, _ in pairs} | _held_tables(state, carried)
+        groups = table_groups(tables, renames(part.control, control_plan.steps))
+        outcome = self.runner.run(changelog, batch, part, groups, state, carried)
+        waiting = needs_waiting(part, outcome.results)
+        if waiting is not None:  # (rows waiting for their schema in one part hold others')
+            part = replace(part, waiting=waiting)
+            control_plan, planner = plan_control(part, errors)
+            outcome = self.runner.run(changelog, batch, part, groups, state, carried)
         after = merge_states(planner.state, outcome.results, part)
         plan = self._plan(control_plan, planner.segments, outcome)
         self._check_bounds(settings, after, plan, outcome)
@@ -201,10 +250,21 @@ class PartsPlanning:
         )
         tables = sorted({k for p in parts if p.counts["held"] for k in p.tables})
         state.parts = {
-            **outcome.kept,
+            **outcome.kept,  # (where the runner keeps them)
+            "held": held - (state.held.num_rows if state.held is not None else 0),
+            "guards": guards,
             "guard_floor": floor,
             "held_tables": [list(k) for k in tables],
         }
+
+
+def _held_tables(state: ConsumerState, carried: Carried | None) -> set[TableKey]:
+    """The tables of the rows held back before this batch."""
+    tables = {(db, t) for db, t in state.parts.get("held_tables", [])}
+    if carried is not None and carried.held is not None:
+        names = (carried.held[c].to_pylist() for c in ("database", "table"))
+        tables |= set(zip(*names, strict=True))
+    return tables
 
 
 def guards_kept(guards: pa.Table | None, state: ConsumerState) -> pa.Table | None:
@@ -247,11 +307,14 @@ class LocalRunner:
         part: PartInput,
         groups: dict[TableKey, int],
         state: ConsumerState,
+        carried: Carried | None = None,
     ) -> PartsOutcome:
         ordered = changelog.append_column(ORDER, pa.array(range(changelog.num_rows), pa.int64()))
         rows = ordered.filter(pc.equal(ordered["kind"], ROW))
         held, saved = self.kept.get(int(state.parts.get("batch", -1)), (None, None))
         guards = guards_kept(saved, state)
+        if carried is not None:
+            held, guards = concat([carried.held, held]), concat([carried.guards, guards])
         planned = [
             self._part(part, group, groups, rows, held, guards)
             for group in sorted(set(groups.values()))

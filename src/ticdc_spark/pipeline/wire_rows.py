@@ -23,7 +23,15 @@ from ticdc_spark.pipeline.changelog import BOOTSTRAP, DDL, ERROR, ROW, Changelog
 from ticdc_spark.pipeline.state import ConsumerState
 from ticdc_spark.pipeline.steps import TableKey
 
-__all__ = ["Finished", "awaiting_schema", "finish", "forget_versions", "learn_versions", "wire"]
+__all__ = [
+    "Finished",
+    "awaiting_schema",
+    "finish",
+    "forget_versions",
+    "learn_versions",
+    "waiting_since",
+    "wire",
+]
 
 
 def wire(rows: pa.Table) -> pa.BooleanArray:
@@ -106,16 +114,29 @@ def finish(state: ConsumerState, finisher: RowFinisher, pending: pa.Table) -> Fi
     )
 
 
-def awaiting_schema(pending: pa.Table) -> pa.BooleanArray | None:
-    """Which pending rows wait, directly or not, for a schema still to come (None: none):
-    the wire rows, every later change of their tables (a key's changes apply in order),
-    and everything from a DDL that concerns every table on (a barrier for all)."""
+def waiting_since(pending: pa.Table) -> dict[TableKey, int]:
+    """Per table, the earliest commit ts of its pending wire rows (those still waiting for
+    their schema)."""
     mask = wire(pending)
-    if not pc.any(mask).as_py():
-        return None
     first: dict[TableKey, int] = {}
+    if not pc.any(mask).as_py():
+        return first
     for key, ts in by_table(pending.filter(mask), "commit_ts"):
         first[key] = min(ts, first.get(key, ts))
+    return first
+
+
+def awaiting_schema(
+    pending: pa.Table, first: dict[TableKey, int] | None = None
+) -> pa.BooleanArray | None:
+    """Which pending rows wait, directly or not, for a schema still to come (None: none):
+    the wire rows, every later change of their tables (a key's changes apply in order),
+    and everything from a DDL that concerns every table on (a barrier for all).  ``first``:
+    :func:`waiting_since` of every table (planning by parts: of other parts' rows too),
+    else of ``pending``'s."""
+    first = waiting_since(pending) if first is None else first
+    if not first:
+        return None
     earliest = min(first.values())
     ddls = pending.filter(pc.equal(pending["kind"], DDL))
     cut = min(

@@ -48,6 +48,7 @@ __all__ = [
     "OP",
     "arrow_type",
     "changelog_texts",
+    "convertible",
     "table_arrow_schema",
     "typed_rows",
 ]
@@ -126,9 +127,29 @@ def typed_rows(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Tab
     ``bad`` holds the position and reason of every change with a value its column cannot hold.
     """
 
+    rows, reasons = _converted(schema, changes)
+    if not any(reasons):
+        return rows, None
+    bad = pa.array([r is not None for r in reasons])
+    return rows.filter(pc.invert(bad)), _failed(changes, bad, reasons)
+
+
+def convertible(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Table | None]:
+    """The planned changes whose values all convert to the table's types (as they came),
+    and the dead letters of the others (as :func:`typed_rows` makes them): planning on the
+    executors screens its changes so that the merge reads them once."""
+    _rows, reasons = _converted(schema, changes)
+    if not any(reasons):
+        return changes, None
+    bad = pa.array([r is not None for r in reasons])
+    return changes.filter(pc.invert(bad)), _failed(changes, bad, reasons)
+
+
+def _converted(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, list[str | None]]:
+    """Every change typed (a value that does not convert: null), and per change the reason
+    it does not convert, or None."""
     target = table_arrow_schema(schema, op=True)
     arrays = []
-    bad = pa.array([False] * changes.num_rows)
     reasons: list[str | None] = [None] * changes.num_rows
     texts = image_columns(changes["image"], schema.column_names)
     for column in schema.columns:
@@ -136,18 +157,15 @@ def typed_rows(schema: TableSchema, changes: pa.Table) -> tuple[pa.Table, pa.Tab
         for i in failed:
             reasons[i] = reasons[i] or f"column {column.name!r}: {failed[i]}"
         arrays.append(values)
-    if any(reasons):
-        bad = pa.array([r is not None for r in reasons])
     arrays += [changes["commit_ts"], changes["op"]]
-    rows = pa.Table.from_arrays(arrays, schema=target)
-    dead = None
-    if any(reasons):
-        broken = changes.filter(bad).append_column(
-            "error", pa.array([r for r in reasons if r is not None], pa.string())
-        )
-        dead = dead_letters(broken)
-        rows = rows.filter(pc.invert(bad))
-    return rows, dead
+    return pa.Table.from_arrays(arrays, schema=target), reasons
+
+
+def _failed(changes: pa.Table, bad: pa.Array, reasons: list[str | None]) -> pa.Table | None:
+    broken = changes.filter(bad).append_column(
+        "error", pa.array([r for r in reasons if r is not None], pa.string())
+    )
+    return dead_letters(broken)
 
 
 def changelog_texts(rows: pa.Table) -> pa.Table:

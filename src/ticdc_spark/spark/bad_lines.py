@@ -57,18 +57,28 @@ def skip_bad_lines(changes: pa.Table, batch_id: int) -> tuple[pa.Table, int]:
     return changes.filter(pc.invert(bad)), skipped
 
 
-def skip_bad_frame_lines(changes: Any, batch_id: int) -> tuple[Any, int]:
-    """As :func:`skip_bad_lines`, for a micro-batch left on the executors (a DataFrame):
-    the bad lines counted (and the first named) by one small job."""
+def without_bad_lines(changes: Any) -> Any:
+    """A micro-batch left on the executors (a DataFrame) without its bad capture lines."""
+    return changes.filter(~_is_bad_line())
+
+
+def skip_bad_frame_lines(changes: Any, batch_id: int) -> int:
+    """As :func:`skip_bad_lines` says, for a micro-batch left on the executors (a DataFrame,
+    whose reader drops them: :func:`without_bad_lines`): how many bad lines it has (and the
+    first named in a warning), by one small job."""
     from pyspark.sql import functions as f
 
-    is_bad = (f.col("kind") == ERROR) & (f.col("partition") == BAD_LINE_PARTITION)
-    found = changes.filter(is_bad).agg(f.count("*").alias("n"), f.first("error").alias("first"))
-    count, first = found.collect()[0]
-    if not count:
-        return changes, 0
-    _warn(batch_id, count, first)
-    return changes.filter(~is_bad), int(count)
+    found = changes.filter(_is_bad_line())
+    count, first = found.agg(f.count("*"), f.first("error")).collect()[0]
+    if count:
+        _warn(batch_id, count, first)
+    return int(count)
+
+
+def _is_bad_line() -> Any:
+    from pyspark.sql.functions import col
+
+    return (col("kind") == ERROR) & (col("partition") == BAD_LINE_PARTITION)
 
 
 def _warn(batch_id: int, skipped: int, first: str) -> None:

@@ -229,7 +229,9 @@ def _changelog_log(spark: Any, config: PipelineConfig, applier: Applier) -> Log:
     """Where micro-batches are logged before they are applied: Arrow files the driver
     writes, or Parquet the executors write when they plan."""
     if PlanningSite.parse(config.planner) == PlanningSite.EXECUTORS:
-        return PlannedLog(spark, applier.store)
+        log = PlannedLog(spark, applier.store)
+        log.skip_bad_lines = bad_line_policy(config) == OnError.SKIP
+        return log
     return ChangelogLog(applier.store.root, config.storage)
 
 
@@ -344,12 +346,15 @@ class _BatchHandler:
 
     def _log_planned(self, batch_df: Any, batch_id: int) -> tuple[Any, int]:
         """The micro-batch logged by the executors (read, decoded and written there),
-        read back from the log; how many bad capture lines it skipped."""
-        skipped = 0
-        if self.skip_bad_lines:
-            batch_df, skipped = skip_bad_frame_lines(batch_df, batch_id)
+        read back from the log (which drops bad capture lines, when they are skipped); how
+        many bad capture lines it skipped, counted in the log."""
+        assert isinstance(self.log, PlannedLog)
         self.log.write(batch_id, batch_df)
         crash_point("decoded", batch_id)
+        skipped = 0
+        if self.skip_bad_lines:
+            logged = self.log.spark.read.parquet(self.log.location(batch_id))
+            skipped = skip_bad_frame_lines(logged, batch_id)
         return self.log.read(batch_id), skipped
 
     def finish(self, changes: Any, batch_id: int, read_seconds: float, skipped: int) -> None:

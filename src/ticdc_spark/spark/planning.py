@@ -37,15 +37,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ticdc_spark.errors import CHECKPOINT_WAY_OUT, CheckpointError, TiCDCSparkError
+from ticdc_spark.pipeline.arrow import concat
 from ticdc_spark.pipeline.changelog import ROW, arrow_schema
 from ticdc_spark.pipeline.checkpoint import StateStore
 from ticdc_spark.pipeline.dead_letters import DEAD_LETTER_FIELDS
 from ticdc_spark.pipeline.failpoints import crash_point
 from ticdc_spark.pipeline.guards import Guards
 from ticdc_spark.pipeline.parts import ORDER, PartInput, PartResult, PlannedPart, plan_part
-from ticdc_spark.pipeline.planning import PartsOutcome
+from ticdc_spark.pipeline.planning import Carried, PartsOutcome
 from ticdc_spark.pipeline.state import ConsumerState
 from ticdc_spark.pipeline.steps import PlannedChanges, Step, TableChanges, TableKey
+from ticdc_spark.sinks.convert import convertible
+from ticdc_spark.spark.bad_lines import without_bad_lines
 from ticdc_spark.storage import StorageOptions, is_local, join, open_store
 from ticdc_spark.storage.store import local_path
 
@@ -114,14 +117,33 @@ def _output(planned: PlannedPart) -> pa.Table:
     return pa.concat_tables([p for p in pieces if p is not None])
 
 
+def _screened(planned: PlannedPart) -> PlannedPart:
+    """A part's changes without those with a value their column cannot hold, which become
+    its dead letters here (the driver's steps find them when applied, sinks.base): the sink
+    then types and merges the rest in one pass."""
+    dead = [planned.dead_letters]
+    for number, rows in planned.changes.items():
+        step = planned.result.steps[number]
+        assert isinstance(step, TableChanges)
+        kept, failed = convertible(step.schema, rows)
+        if failed is not None:
+            planned.changes[number] = kept
+            planned.result.sizes[number] = kept.num_rows
+            dead.append(failed)
+    planned.dead_letters = concat(dead)
+    return planned
+
+
 def plan_group(part: PartInput, groups: dict[int, frozenset[TableKey]]) -> Any:
     """The function each group's part runs in (on an executor): its rows (this batch's
     and those it held back), its guards -> its output rows."""
     names = [f.name for f in arrow_schema()]
 
     def run(rows: pa.Table, guards: pa.Table) -> pa.Table:
-        if not rows.num_rows:  # (guards of a group without rows: none are sent)
-            return WIDE.empty_table()
+        if not rows.num_rows:  # (a group a rename made, without rows: its guards kept)
+            group = int(guards[GROUP][0].as_py()) if guards.num_rows else -1
+            kept = _widened(guards.select(list(_GUARD_COLUMNS)), "guard", group)
+            return WIDE.empty_table() if kept is None else kept
         group = int(rows[GROUP][0].as_py())
         is_held = rows[_HELD]
         batch = rows.filter(pc.invert(is_held)).select([*names, ORDER])
@@ -140,7 +162,7 @@ def plan_group(part: PartInput, groups: dict[int, frozenset[TableKey]]) -> Any:
             held if held.num_rows else None,
             Guards.from_arrow(saved),
         )
-        return _output(planned)
+        return _output(_screened(planned))
 
     return run
 
@@ -179,8 +201,9 @@ class SparkRunner:
         part: PartInput,
         groups: dict[TableKey, int],
         state: ConsumerState,
+        carried: Carried | None,
     ) -> PartsOutcome:
-        if not groups:  # (no rows, none held: the guards stay where they are)
+        if not groups and carried is None:  # (no rows, none held: the guards stay)
             return _nothing_planned(state)
         by_group: dict[int, set[TableKey]] = {}
         for key, group in groups.items():
@@ -195,6 +218,8 @@ class SparkRunner:
             return broadcast(frame)
 
         rows, guards, untouched = self._inputs(changelog, mapping, state)
+        if carried is not None:  # (what planning on the driver kept in the state)
+            rows, guards, untouched = self._with_carried(carried, mapping, rows, guards, untouched)
         planned = (
             rows.groupBy(GROUP)
             .cogroup(guards.groupBy(GROUP))
@@ -204,7 +229,7 @@ class SparkRunner:
         out = planned if untouched is None else planned.unionByName(untouched)
         out.write.mode("overwrite").partitionBy(PART).parquet(location)
         crash_point("planned", batch)
-        return self._outcome(location, batch)
+        return self._outcome(location, batch, untouched is not None)
 
     def _inputs(
         self, changelog: Any, mapping: Callable[[], Any], state: ConsumerState
@@ -233,6 +258,23 @@ class SparkRunner:
         others = kept.join(mapping(), ["database", "table"], "left_anti")
         return rows, touched, _wide_frame(others, "guard")
 
+    def _with_carried(
+        self, carried: Carried, mapping: Callable[[], Any], rows: Any, guards: Any, untouched: Any
+    ) -> tuple[Any, Any, Any]:
+        """The inputs with the rows held back and guards planning on the driver kept (in
+        the driver's memory already: read from its state once, at the switch)."""
+        from pyspark.sql.functions import lit
+
+        if carried.held is not None:
+            held = self.spark.createDataFrame(carried.held).join(mapping(), ["database", "table"])
+            rows = rows.unionByName(held.withColumn(_HELD, lit(True)))
+        if carried.guards is not None:
+            saved = self.spark.createDataFrame(carried.guards.rename_columns(list(_GUARD_COLUMNS)))
+            guards = guards.unionByName(saved.join(mapping(), ["database", "table"]))
+            others = _wide_frame(saved.join(mapping(), ["database", "table"], "left_anti"), "guard")
+            untouched = others if untouched is None else untouched.unionByName(others)
+        return rows, guards, untouched
+
     def _previous(self, state: ConsumerState) -> str | None:
         """The parts' output the state continues from (None: none), which must be whole
         when it keeps rows held back or guards."""
@@ -259,7 +301,7 @@ class SparkRunner:
             keep = keep & ~(mine & (col("commit_ts") <= int(floor)))
         return guards.filter(keep)
 
-    def _outcome(self, location: str, batch: int) -> PartsOutcome:
+    def _outcome(self, location: str, batch: int, untouched: bool) -> PartsOutcome:
         """The parts' results and dead letters, read back; where the rest stays."""
         frame = self.spark.read.parquet(location)
         small = (
@@ -270,13 +312,10 @@ class SparkRunner:
         metas = small.filter(pc.equal(small[PART], "meta"))[_META].to_pylist()
         results: list[PartResult] = sorted((pickle.loads(m) for m in metas), key=lambda r: r.group)
         dead = small.filter(pc.equal(small[PART], "dead")).select(list(DEAD_LETTER_FIELDS))
-        guards = frame.filter(frame[PART] == "guard").count()  # (Parquet footers)
-        kept = {
-            "location": location,
-            "batch": batch,
-            "held": sum(r.counts["held"] for r in results),
-            "guards": guards,
-        }
+        guards = sum(r.guards for r in results)
+        if untouched:  # (guards of tables without rows written too: counted)
+            guards = frame.filter(frame[PART] == "guard").count()
+        kept = {"location": location, "batch": batch}
         return PartsOutcome(
             results,
             dead if dead.num_rows else None,
@@ -305,8 +344,6 @@ def _nothing_planned(state: ConsumerState) -> PartsOutcome:
     kept = {
         "location": state.parts.get("location"),
         "batch": state.parts.get("batch", -1),  # (the batch that wrote it: PlannedLog.prune)
-        "held": 0,
-        "guards": guards,
     }
     return PartsOutcome([], None, _no_changes, kept, guards)
 
@@ -348,18 +385,26 @@ class PlannedLog:
         self.parts_root = join(checkpoint_root, "parts")
         self.checkpoint_root = checkpoint_root
         self.files = open_store(checkpoint_root, store.storage)
+        self.skip_bad_lines = False  # (onBadRecord=skip)
 
-    def _location(self, batch: int) -> str:
+    def location(self, batch: int) -> str:
         return join(self.root, f"batch-{batch:012d}")
 
     def write(self, batch: int, changelog: Any) -> None:
+        """Log a micro-batch, once: a batch Spark runs again after a crash keeps the log
+        it planned from (its rows' places, ``_order``, follow Spark's partitions)."""
         from pyspark.sql.functions import monotonically_increasing_id
 
+        if self.files.exists(f"log/batch-{batch:012d}/_SUCCESS"):
+            return
         ordered = changelog.withColumn(ORDER, monotonically_increasing_id())
-        ordered.write.mode("overwrite").parquet(self._location(batch))
+        ordered.write.mode("overwrite").parquet(self.location(batch))
 
     def read(self, batch: int) -> Any:
-        return self.spark.read.parquet(self._location(batch))
+        """A logged micro-batch (without the capture lines that are not records, when they
+        are skipped: see :func:`~ticdc_spark.spark.bad_lines.skip_bad_frame_lines`)."""
+        frame = self.spark.read.parquet(self.location(batch))
+        return without_bad_lines(frame) if self.skip_bad_lines else frame
 
     def batches(self) -> list[int]:
         done = [k for k in self.files.list_keys("log/") if k.endswith("/_SUCCESS")]

@@ -45,7 +45,7 @@ from ticdc_spark.sinks.base import (
     changes_key,
 )
 from ticdc_spark.sinks.convert import COMMIT_TS, OP, changelog_texts, table_arrow_schema
-from ticdc_spark.sinks.spark.planned import ERROR, failed, typed_frame
+from ticdc_spark.sinks.spark.planned import typed_frame
 from ticdc_spark.sinks.spark.sql import (
     SchemaChange,
     insert_sql,
@@ -203,23 +203,18 @@ class SparkTableSink(TableSink):
 
     def apply_planned(self, step: PlannedChanges, version: int, replayed: bool) -> StepResult:
         """As :meth:`apply_rows`, with changes planned on the executors: read, typed and
-        merged there (see :mod:`.planned`); only the dead letters come to the driver."""
-        from pyspark.sql.functions import col
-
+        merged there (see :mod:`.planned`: their dead letters were found when planned)."""
         key = (step.database, step.table)
         self._refuse_changelog_name(key)
-        frame = typed_frame(self.session(), step).localCheckpoint()  # (read more than once)
-        dead = failed(frame)
-        rows = frame.filter(col(ERROR).isNull()).drop(ERROR, "topic", "partition", "offset")
-        count = step.count - (dead.num_rows if dead is not None else 0)
         if replayed or (self.exists(key) and self.applied_version(key) >= version):
-            result = StepResult(skipped=True, dead_letters=dead)  # (see apply_rows)
+            result = StepResult(skipped=True)  # (see apply_rows)
         else:
             self.ensure_table(step.schema)
-            details = self.merge(step.schema, rows, version) if count else {}
-            result = StepResult(rows=count, dead_letters=dead, details=details)
-        if self.changelog_tables and self._wants_changes(step.schema, version) and count:
-            self.append(changes_key(key), rows, version)
+            rows = typed_frame(self.session(), step)
+            details = self.merge(step.schema, rows, version) if step.count else {}
+            result = StepResult(rows=step.count, details=details)
+        if self.changelog_tables and self._wants_changes(step.schema, version) and step.count:
+            self.append(changes_key(key), typed_frame(self.session(), step), version)
         return result
 
     def merges_in_two(self, key: TableKey) -> bool:
