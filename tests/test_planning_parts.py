@@ -321,3 +321,31 @@ def test_a_checkpoint_whose_parts_keep_rows_is_not_planned_on_the_driver() -> No
     assert state.parts["held"]
     with pytest.raises(ConfigError, match="--planner executors"):
         DriverPlanning().plan(settings, batches[1], state, 1)
+
+
+def _pickled_results(rows: int) -> int:
+    """The bytes of the part results (what the driver collects) of a batch of ``rows``."""
+    import pickle
+
+    script = Script()
+    for key in range(rows):
+        script.insert(100 + key, {"id": str(key), "v": "x" * 9})
+    script.watermark(100 + rows, 0)
+    runner = LocalRunner()
+    settings = _settings("canal-json", {}, "consistent")
+    outcome: list[Any] = []
+    original = runner.run
+
+    def run(*args: Any) -> Any:
+        outcome.append(original(*args))
+        return outcome[-1]
+
+    runner.run = run  # type: ignore[method-assign]
+    PartsPlanning(runner).plan(settings, script.table(), ConsumerState(), 0)
+    return len(pickle.dumps(outcome[0].results))
+
+
+def test_a_part_result_does_not_grow_with_its_rows() -> None:
+    """The driver collects each part's result: its steps carry no rows (an empty slice of
+    the part's changes would pickle all of them)."""
+    assert _pickled_results(2000) < 1.2 * _pickled_results(200)

@@ -15,10 +15,13 @@ the same :class:`~ticdc_spark.pipeline.planner.Planner`:
 
 then put together (:func:`assemble`, :func:`merge_states`) in the order one planner over
 the whole batch would have made: per segment between two DDL barriers every group's steps,
-then the barrier.  The parts differ from one planner in two places only, settled here from
-every part's figures: guards are collected by the batch's floor when next read (a part
-cannot know the rows the others hold back), and the bounds on held rows and guards count
-every part.  tests/test_planning_parts.py checks against one planner.
+then the barrier.  Three things need more than one part, and are settled from every part's
+figures: the bounds on held rows and guards (counted over all parts; guards are counted
+before this batch's floor collects them, so the guard bound stops a little early), the
+collection of guards by the batch's floor (done when they are next read: a part cannot know
+the rows the others hold back), and Simple's rows waiting for their schema, which hold back
+other tables' rows and DDLs too (:func:`needs_waiting`: the parts are planned again knowing
+every part's waiting tables).  tests/test_planning_parts.py checks against one planner.
 """
 
 from __future__ import annotations
@@ -216,7 +219,8 @@ def _result(group: int, tables: frozenset[TableKey], planner: Planner, plan: Pla
     state = planner.state
     held = _held_rows(state.held)
     steps: list[Step] = [
-        TableChanges(s.database, s.table, s.schema, s.rows.slice(0, 0))
+        # (an empty table of its own: a slice pickles the buffers it slices, every row)
+        TableChanges(s.database, s.table, s.schema, s.rows.schema.empty_table())
         if isinstance(s, TableChanges)
         else s
         for s in plan.steps
