@@ -117,6 +117,7 @@ def test_no_row_of_the_batch_reaches_the_driver(spark: Any, tmp_path: Path) -> N
         mode="eventual",
         capabilities=Capabilities.of("canal-json", options),
         planning=planning,
+        track_commits=True,  # (latency measurements read the commit ts back)
     )
     log = PlannedLog(spark, store)
     log.write(0, spark.createDataFrame(changelog(messages, "canal-json", options)))
@@ -124,6 +125,7 @@ def test_no_row_of_the_batch_reaches_the_driver(spark: Any, tmp_path: Path) -> N
     rows = [s for s in seen if isinstance(s, (PlannedChanges, TableChanges))]
     assert rows and all(isinstance(s, PlannedChanges) for s in rows)
     assert report.rows_applied == sum(s.count for s in rows if isinstance(s, PlannedChanges))
+    assert sum(len(c) for c in report.commit_ts) == report.rows_applied
 
 
 def test_a_value_that_does_not_convert_is_a_dead_letter(spark: Any, tmp_path: Path) -> None:

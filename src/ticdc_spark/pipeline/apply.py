@@ -28,7 +28,7 @@ from ticdc_spark.pipeline.ordering import GUARD_RETENTION_SECONDS, MAX_GUARDS, M
 from ticdc_spark.pipeline.planning import DriverPlanning, Planning, PlanSettings
 from ticdc_spark.pipeline.policy import Mode, OnError
 from ticdc_spark.pipeline.runner import run_steps
-from ticdc_spark.pipeline.steps import DDLStep, Plan, PlannedChanges, Step, TableChanges
+from ticdc_spark.pipeline.steps import DDLStep, Plan, PlannedChanges, Step
 from ticdc_spark.sinks.base import StepResult, TableSink
 from ticdc_spark.storage import join
 
@@ -266,8 +266,11 @@ class Applier:
             report.ddl += 1
             return None
         assert not isinstance(step, DDLStep)
-        if self.track_commits and isinstance(step, TableChanges):  # (not where planned)
-            report.commit_ts.append(step.rows["commit_ts"])
+        if self.track_commits:  # (measurements: where planned, the column is read back)
+            if isinstance(step, PlannedChanges):
+                report.commit_ts.append(self.sink.planned_commits(step))
+            else:
+                report.commit_ts.append(step.rows["commit_ts"])
         report.skipped_steps += int(result.skipped)
         report.rows_applied += result.rows
         name = f"{step.database}.{step.table}"

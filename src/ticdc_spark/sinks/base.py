@@ -339,6 +339,11 @@ class TableSink(abc.ABC):
             "executors) are applied by the spark engine only (--engine spark)"
         )
 
+    def planned_commits(self, step: PlannedChanges) -> pa.ChunkedArray:
+        """The commit ts of a planned step's changes (latency measurements only: they
+        come to the driver): the spark engine's."""
+        raise ConfigError("changes planned on Spark's executors are read by the spark engine")
+
     def replayed(self, step: TableChanges) -> StepResult:
         """The result of a row step an earlier attempt of its batch applied."""
         return StepResult(skipped=True, dead_letters=typed_rows(step.schema, step.rows)[1])

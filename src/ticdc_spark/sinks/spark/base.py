@@ -217,6 +217,12 @@ class SparkTableSink(TableSink):
             self.append(changes_key(key), typed_frame(self.session(), step), version)
         return result
 
+    def planned_commits(self, step: PlannedChanges) -> pa.ChunkedArray:
+        commits: pa.ChunkedArray = (
+            typed_frame(self.session(), step).select(COMMIT_TS).toArrow()[COMMIT_TS]
+        )
+        return commits
+
     def merges_in_two(self, key: TableKey) -> bool:
         """Whether a step's changes to this table are merged in two commits (see
         :meth:`_merge_in_two`), not one MERGE."""
