@@ -100,14 +100,14 @@ def main() -> None:
     produce(work, args.rows, args.tables)
     runs: list[Run] = []
     for workers in (1, 2):
-        with SparkCluster(workers=workers).start() as cluster:
+        with SparkCluster(workers=workers) as cluster:
             for planner in args.planners:
                 runs.append(
                     replicate(work, f"{workers} worker(s)", cluster.master, planner, args.per_batch)
                 )
                 print(runs[-1], flush=True)
     for planner in args.planners:
-        runs.append(replicate(work, "local[*]", None, planner, args.per_batch))
+        runs.append(replicate(work, "local", None, planner, args.per_batch))
         print(runs[-1], flush=True)
     print(f"\nfiles in {work}; {args.rows:,} changes, {args.tables} tables\n")
     print("| where | planner | micro-batches | seconds | rows/s | x one worker | verified |")

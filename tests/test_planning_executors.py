@@ -148,3 +148,17 @@ def test_a_value_that_does_not_convert_is_a_dead_letter(spark: Any, tmp_path: Pa
     letters = (tmp_path / "ckpt").rglob("dead-letters-*.jsonl")
     assert "column 'id'" in "".join(f.read_text() for f in letters)
     assert sorted(r["id"] for r in _tables(sink)[("db", "t")]) == [1, 2]
+
+
+def test_a_checkpoint_path_spark_would_read_as_a_pattern_is_refused(tmp_path: Path) -> None:
+    from ticdc_spark.errors import ConfigError
+    from ticdc_spark.spark.pipeline import PipelineConfig, _planning
+
+    checkpoint = tmp_path / "run[1]"
+    config = PipelineConfig(
+        "capture", "canal-json", "delta:lake", str(checkpoint), planner="executors"
+    )
+    with pytest.raises(ConfigError, match=r"without them"):
+        _planning(None, config, StateStore(checkpoint))
+    config.planner = "driver"
+    assert _planning(None, config, StateStore(checkpoint)) is None

@@ -262,11 +262,6 @@ def _applier(
     sink.changelog_tables = config.changelog_tables
     dead_dir = config.dead_letters or join(config.checkpoint, "dead-letters")
     consistent = Mode.parse(config.mode) == Mode.CONSISTENT
-    planning = None
-    if PlanningSite.parse(config.planner) == PlanningSite.EXECUTORS:
-        if Engine.parse(config.engine) != Engine.SPARK:
-            raise ConfigError("--planner executors needs the spark engine (--engine spark)")
-        planning = PartsPlanning(SparkRunner(spark, str(store.root), config.storage))
     return Applier(
         sink,
         store,
@@ -280,8 +275,23 @@ def _applier(
         guard_retention=config.guard_retention,
         max_guards=config.max_guards,
         threads=config.apply_threads or default_threads(config.engine, config.target),
-        planning=planning,
+        planning=_planning(spark, config, store),
     )
+
+
+def _planning(spark: Any, config: PipelineConfig, store: StateStore) -> PartsPlanning | None:
+    """Planning on the executors when asked (None: on the driver)."""
+    if PlanningSite.parse(config.planner) != PlanningSite.EXECUTORS:
+        return None
+    if Engine.parse(config.engine) != Engine.SPARK:
+        raise ConfigError("--planner executors needs the spark engine (--engine spark)")
+    if any(c in config.checkpoint for c in "*?[]{}\\"):  # (Spark reads paths as globs)
+        raise ConfigError(
+            f"--planner executors reads its files under --checkpoint with Spark, which "
+            f"takes *?[]{{}}\\ in a path as a pattern: {config.checkpoint!r} has one; "
+            "choose a checkpoint path without them"
+        )
+    return PartsPlanning(SparkRunner(spark, str(store.root), config.storage))
 
 
 def default_threads(engine: str, target: str) -> int:
