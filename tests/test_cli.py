@@ -13,6 +13,7 @@ import pytest
 
 from test_canal_json_spec import spec_examples
 from ticdc_spark.cli import main
+from ticdc_spark.model import Watermark
 from ticdc_spark.normalized import event_to_json
 from ticdc_spark.testing.workload import Workload
 
@@ -292,6 +293,38 @@ def test_produce_filter_sends_and_expects_only_kept_tables(tmp_path: Path, capsy
         for line in f.read_bytes().splitlines()
     ]
     assert records and {r["topic"] for r in records} == {"ticdc_sbtest"}
+
+
+def _watermarks(capture: Path) -> set[tuple[str, int, int]]:
+    """(topic, partition, commit ts) of the Canal-JSON watermarks in a capture directory."""
+    records = [
+        orjson.loads(line) for f in capture.glob("*.jsonl") for line in f.read_bytes().splitlines()
+    ]
+    messages = [(r, orjson.loads(base64.b64decode(r["value"]))) for r in records]
+    return {
+        (r["topic"], r["partition"], m["_tidb"]["watermarkTs"])
+        for r, m in messages
+        if m["type"] == "TIDB_WATERMARK"
+    }
+
+
+def test_produce_sends_watermarks_as_often_as_asked(tmp_path: Path, capsys) -> None:
+    counts = {}
+    for every in ("16", "50"):
+        out = tmp_path / every
+        argv = ["produce", "-p", "canal-json", "-o", "enable-tidb-extension=true"]
+        argv += ["--to", str(out), "--expected", str(tmp_path / f"e{every}"), "--rows", "400"]
+        code, _, err = run([*argv, "--partitions", "2", "--watermark-every", every], capsys)
+        assert code == 0, err
+        counts[every] = _watermarks(out)
+    # the workload's watermarks (one per N transactions), on every partition of both topics
+    for every, marks in counts.items():
+        workload = Workload(rows=400, watermark_every=int(every)).events()
+        assert len(marks) == 4 * sum(isinstance(e, Watermark) for e in workload)
+    assert len(counts["16"]) > len(counts["50"]) > 4
+    with pytest.raises(SystemExit) as usage:  # (argparse's usage error)
+        main(["produce", "-p", "canal-json", "--to", str(tmp_path), "--watermark-every", "0"])
+    assert usage.value.code == 2 and "0 is not a positive number" in capsys.readouterr().err
 
 
 def test_replicate_carries_the_filter_to_the_pipeline(tmp_path: Path, monkeypatch, capsys) -> None:
