@@ -49,9 +49,9 @@ def add_produce(commands: Any) -> None:
 
 
 def _at_least_one(text: str) -> int:
-    value = int(text)
+    value = int(text) if text.strip().lstrip("-").isdigit() else 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
 
 
