@@ -49,7 +49,10 @@ def add_produce(commands: Any) -> None:
 
 
 def _at_least_one(text: str) -> int:
-    value = int(text) if text.strip().lstrip("-").isdigit() else 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
