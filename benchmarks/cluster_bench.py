@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,10 +84,10 @@ class CpuSampler:
         self.thread.join()
 
     def totals(self) -> dict[str, float]:
-        out: Counter[str] = Counter()
+        out: dict[str, float] = {}
         for kind, seconds in list(self.seconds.values()):
-            out[kind] += seconds
-        return dict(out)
+            out[kind] = out.get(kind, 0.0) + seconds
+        return out
 
     def _loop(self) -> None:
         while not self.done.wait(0.3):
@@ -159,7 +158,9 @@ def _timed(command: list[str], log: Path, run: Run) -> None:
         run.steady_seconds = marks[-1][0] - marks[0][0]
 
 
-def replicate(work: Path, where: str, master: str | None, planner: str, per_batch: int) -> Run:
+def replicate(
+    work: Path, where: str, master: str | None, planner: str, args: argparse.Namespace
+) -> Run:
     name = f"{where}-{planner}".replace(" ", "-").replace("(", "").replace(")", "")
     target, checkpoint = work / f"lake-{name}", work / f"checkpoint-{name}"
     for leftover in (target, checkpoint):
@@ -167,8 +168,10 @@ def replicate(work: Path, where: str, master: str | None, planner: str, per_batc
     command = _cli("replicate", "--source", str(work / "capture"), "-p", "canal-json", *OPTIONS)
     command += ["--target", f"delta:{target}", "--checkpoint", str(checkpoint)]
     command += ["--engine", "spark", "--planner", planner, "--trigger", "once"]
-    command += ["--source-option", f"maxOffsetsPerTrigger={per_batch}"]
+    command += ["--source-option", f"maxOffsetsPerTrigger={args.per_batch}"]
     command += ["--master", master] if master else []
+    for setting in args.spark_conf:
+        command += ["--spark-conf", setting]
     run = Run(where, planner, 0.0, 0, False)
     with CpuSampler() as cpu:
         _timed(command, work / f"{name}.log", run)
@@ -191,9 +194,9 @@ def report(runs: list[Run], rows: int) -> None:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in runs:
-        one = next(x for x in runs if x.planner == r.planner and x.where.startswith("1 "))
+        one = next((x for x in runs if x.planner == r.planner and x.where.startswith("1 ")), None)
         steady = r.steady_rows / r.steady_seconds if r.steady_seconds else 0.0
-        base = one.steady_rows / one.steady_seconds if one.steady_seconds else 0.0
+        base = one.steady_rows / one.steady_seconds if one and one.steady_seconds else 0.0
         ratio = f"{steady / base:.2f}x" if base else "-"
         cpu = " / ".join(f"{r.cpu.get(kind, 0.0):.0f}" for kind in SHOWN)
         print(
@@ -216,21 +219,34 @@ def main() -> None:
         "changes/s, as TiCDC sends them (16: one every 64 changes)",
     )
     parser.add_argument("--planners", nargs="+", default=["executors", "driver"])
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for every run (replicate's --spark-conf), for example JVM options",
+    )
+    parser.add_argument(
+        "--where",
+        nargs="+",
+        choices=["1", "2", "local"],
+        default=["1", "2", "local"],
+        help="which runs: a cluster of 1 worker, of 2, local",
+    )
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="cluster-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     produce(work, args)
     runs: list[Run] = []
-    for workers in (1, 2):
+    for workers in (int(w) for w in args.where if w != "local"):
         with SparkCluster(workers=workers) as cluster:
             for planner in args.planners:
-                runs.append(
-                    replicate(work, f"{workers} worker(s)", cluster.master, planner, args.per_batch)
-                )
+                where = f"{workers} worker(s)"
+                runs.append(replicate(work, where, cluster.master, planner, args))
                 print(runs[-1], flush=True)
-    for planner in args.planners:
-        runs.append(replicate(work, "local", None, planner, args.per_batch))
+    for planner in args.planners if "local" in args.where else ():
+        runs.append(replicate(work, "local", None, planner, args))
         print(runs[-1], flush=True)
     print(f"\nfiles in {work}; {args.rows:,} changes, {args.tables} tables\n")
     report(runs, args.rows)
