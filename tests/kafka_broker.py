@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -32,6 +31,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ticdc_spark.spark.jars import ivy_dir, resolution_lock
 
 KAFKA_VERSION = "4.1.1"
 LOG4J_SLF4J = "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"  # the brokers' log output
@@ -46,13 +47,12 @@ def cache_dir() -> Path:
 
 def kafka_jars(version: str = KAFKA_VERSION) -> list[Path]:
     """The broker's class path, resolved from Maven Central on first use (one process at a
-    time: a lock file beside the directory)."""
+    time: the lock on Ivy's cache)."""
     target = cache_dir() / f"kafka_2.13-{version}"
     done = target / ".complete"
     if not done.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        with open(f"{target}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with resolution_lock():  # (Ivy's cache is Spark's too)
             if not done.exists():
                 _resolve(version, target)
                 done.touch()
@@ -74,7 +74,7 @@ def _resolve(version: str, target: Path) -> None:
         f'<dependency org="{group}" name="{name}" rev="{rev}" conf="default"/>'
         "</dependencies></ivy-module>"
     )
-    ivy_home = os.environ.get("TICDC_SPARK_IVY", str(Path.home() / ".ivy2.5.2"))
+    ivy_home = ivy_dir()
     print(f"resolving Apache Kafka {version} from Maven Central into {target}", file=sys.stderr)
     result = subprocess.run(
         [

@@ -10,14 +10,20 @@ is served for 4.1.1 only; ``delta-spark`` 4.3.1 is built against Spark 4.1).
 They are fetched by Spark itself (``spark.jars.packages``: Apache Ivy, the resolver
 ``spark-submit --packages`` uses) on a session's first start and cached per machine under
 Ivy's directory (``~/.ivy2.5.2``, or ``TICDC_SPARK_IVY``); later starts resolve from the cache
-(about 0.1 s).  Air-gapped machines set ``spark.jars`` to local files instead (see
+(about 0.1 s).  Ivy does not lock its cache: a start that would download takes a lock file
+beside it first (:func:`resolution_lock`), so that sessions starting together on a machine
+without the jars (a test suite run by several workers) do not download the same files at once.
+Air-gapped machines set ``spark.jars`` to local files instead (see
 docs/pipeline.md), or ``spark.jars.repositories`` to a mirror.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from ticdc_spark.errors import ConfigError
@@ -28,6 +34,8 @@ __all__ = [
     "check_session",
     "check_spark_version",
     "engine_features",
+    "ivy_dir",
+    "resolution_lock",
     "spark_settings",
 ]
 
@@ -104,9 +112,7 @@ def spark_settings(features: Iterable[str]) -> dict[str, str]:
         return {}
     settings = {
         "spark.jars.packages": ",".join(c for f in wanted for c in FEATURES[f]),
-        "spark.jars.ivy": os.environ.get(
-            "TICDC_SPARK_IVY", os.path.join(os.path.expanduser("~"), ".ivy2.5.2")
-        ),
+        "spark.jars.ivy": str(ivy_dir()),
     }
     excludes = [e for f in wanted for e in EXCLUDES.get(f, ())]
     if excludes:
@@ -119,6 +125,28 @@ def spark_settings(features: Iterable[str]) -> dict[str, str]:
             "org.apache.spark.sql.delta.catalog.DeltaCatalog"
         )
     return settings
+
+
+def ivy_dir() -> Path:
+    """Ivy's directory: its download cache and the jars a resolution retrieved."""
+    return Path(os.environ.get("TICDC_SPARK_IVY") or Path.home() / ".ivy2.5.2")
+
+
+@contextlib.contextmanager
+def resolution_lock(packages: Iterable[str] = ()) -> Iterator[None]:
+    """Hold the machine's lock on Ivy's cache while a resolution may download: unless every
+    package of ``packages`` (``group:artifact:version``) is already among the jars a
+    resolution retrieved, which means its files are in the cache and a start only reads them
+    (no lock: the starts of a warm machine stay concurrent).  With no packages, always."""
+    retrieved = ivy_dir() / "jars"
+    wanted = [p.split(":") for p in packages]
+    if wanted and all((retrieved / f"{g}_{a}-{v}.jar").is_file() for g, a, v in wanted):
+        yield
+        return
+    ivy_dir().mkdir(parents=True, exist_ok=True)
+    with open(ivy_dir() / "ticdc-spark-resolution.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def engine_features(target: str, engine: str) -> tuple[str, ...]:
