@@ -33,6 +33,29 @@ GOLDEN = SHARED / "golden"
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+# The modules that take minutes (their kill chains, clusters and brokers), longest first, run
+# before the rest: pytest-xdist hands each worker whole modules (``--dist loadfile``: a
+# module's fixtures start once) in collection order, and a long module handed out last would
+# leave one worker running alone at the end.
+LONG_MODULES = (
+    "test_restart.py",
+    "test_pipeline.py",
+    "test_cluster.py",
+    "test_kafka_faults.py",
+    "test_storage_outage.py",
+    "test_planning_executors.py",
+    "test_checkpoint_s3.py",
+    "test_kafka_fidelity.py",
+    "test_pipeline_s3.py",
+    "test_changelog_tables.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: number for number, name in enumerate(LONG_MODULES)}
+    # (a stable sort: the other modules keep their order)
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
 
 @pytest.fixture(scope="session")
 def spec_dir() -> Path:
