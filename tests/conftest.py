@@ -35,8 +35,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 # The modules that take minutes (their kill chains, clusters and brokers), longest first, run
 # before the rest: pytest-xdist hands each worker whole modules (``--dist loadfile``: a
-# module's fixtures start once) in collection order, and a long module handed out last would
-# leave one worker running alone at the end.
+# module's fixtures start once) in collection order (``--no-loadscope-reorder``), and a long
+# module handed out last would leave one worker running alone at the end.
 LONG_MODULES = (
     "test_restart.py",
     "test_pipeline.py",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
@@ -47,15 +48,18 @@ def cache_dir() -> Path:
 
 def kafka_jars(version: str = KAFKA_VERSION) -> list[Path]:
     """The broker's class path, resolved from Maven Central on first use (one process at a
-    time: the lock on Ivy's cache)."""
+    time: a lock file beside the directory, then the lock on Ivy's cache)."""
     target = cache_dir() / f"kafka_2.13-{version}"
     done = target / ".complete"
     if not done.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        with resolution_lock():  # (Ivy's cache is Spark's too)
-            if not done.exists():
-                _resolve(version, target)
-                done.touch()
+        with open(f"{target}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            # (then the lock on Ivy's cache, which Spark's resolutions share)
+            with resolution_lock():
+                if not done.exists():
+                    _resolve(version, target)
+                    done.touch()
     return sorted(target.glob("*.jar"))
 
 

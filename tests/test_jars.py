@@ -4,11 +4,19 @@ sessions whose jars are all retrieved already start without it."""
 from __future__ import annotations
 
 import fcntl
+import threading
 from pathlib import Path
 
 import pytest
 
-from ticdc_spark.spark.jars import FEATURES, ivy_dir, resolution_lock, spark_settings
+from ticdc_spark.spark.jars import (
+    FEATURES,
+    LOCK_NAME,
+    ivy_dir,
+    resolution_lock,
+    spark_settings,
+    start_lock,
+)
 
 PACKAGES = FEATURES["iceberg"]
 
@@ -33,7 +41,7 @@ def ivy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_start_that_may_download_holds_the_lock(ivy: Path) -> None:
     assert ivy_dir() == ivy
     assert spark_settings(["iceberg"])["spark.jars.ivy"] == str(ivy)
-    lock = ivy / "ticdc-spark-resolution.lock"
+    lock = ivy / LOCK_NAME
     with resolution_lock(PACKAGES):
         assert _held_elsewhere(lock)
     assert not _held_elsewhere(lock)
@@ -44,7 +52,7 @@ def test_one_jar_missing_is_enough_to_take_the_lock(ivy: Path) -> None:
     group, artifact, version = PACKAGES[0].split(":")
     (ivy / "jars" / f"{group}_{artifact}-{version}.jar").write_bytes(b"jar")
     with resolution_lock(PACKAGES):
-        assert _held_elsewhere(ivy / "ticdc-spark-resolution.lock")
+        assert _held_elsewhere(ivy / LOCK_NAME)
 
 
 def test_a_start_from_a_warm_cache_takes_no_lock(ivy: Path) -> None:
@@ -52,6 +60,49 @@ def test_a_start_from_a_warm_cache_takes_no_lock(ivy: Path) -> None:
     for package in PACKAGES:
         group, artifact, version = package.split(":")
         (ivy / "jars" / f"{group}_{artifact}-{version}.jar").write_bytes(b"jar")
-    lock = ivy / "ticdc-spark-resolution.lock"
+    lock = ivy / LOCK_NAME
     with resolution_lock(PACKAGES):
         assert not lock.exists() or not _held_elsewhere(lock)
+
+
+def test_a_package_this_cannot_read_takes_the_lock(ivy: Path) -> None:
+    (ivy / "jars").mkdir(parents=True)
+    (ivy / "jars" / "g_a-1.jar").write_bytes(b"jar")
+    with resolution_lock(["g:a:1", "g/a"]):
+        assert _held_elsewhere(ivy / LOCK_NAME)
+    with resolution_lock([" g/a:1"]):  # (Spark's other spelling, read)
+        assert not _held_elsewhere(ivy / LOCK_NAME)
+
+
+def test_a_session_start_locks_the_ivy_directory_it_names_and_only_with_packages(
+    ivy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with start_lock({"spark.master": "local[2]"}):
+        assert not (ivy / LOCK_NAME).exists()  # (no packages: nothing to download)
+    elsewhere = tmp_path / "elsewhere"
+    settings = {"spark.jars.packages": ",".join(PACKAGES), "spark.jars.ivy": str(elsewhere)}
+    with start_lock(settings):
+        assert _held_elsewhere(elsewhere / LOCK_NAME)
+        assert not (ivy / LOCK_NAME).exists()
+    assert capsys.readouterr().err == ""  # (nobody else held it: no waiting said)
+
+
+def test_a_start_that_must_wait_says_so_then_starts(
+    ivy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ivy.mkdir(parents=True)
+    started = threading.Event()
+
+    def start() -> None:
+        with resolution_lock(PACKAGES):
+            started.set()
+
+    with open(ivy / LOCK_NAME, "w") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)  # (another process downloading)
+        waiting = threading.Thread(target=start)
+        waiting.start()
+        assert not started.wait(1.0)
+    assert started.wait(30)
+    waiting.join()
+    err = capsys.readouterr().err
+    assert f"waiting for {ivy / LOCK_NAME}: another process is downloading" in err

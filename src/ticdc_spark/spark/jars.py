@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterable, Iterator
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "ivy_dir",
     "resolution_lock",
     "spark_settings",
+    "start_lock",
 ]
 
 SPARK_VERSION = "4.1.1"
@@ -132,21 +134,51 @@ def ivy_dir() -> Path:
     return Path(os.environ.get("TICDC_SPARK_IVY") or Path.home() / ".ivy2.5.2")
 
 
+LOCK_NAME = "ticdc-spark-resolution.lock"
+
+
+def start_lock(settings: Mapping[str, Any]) -> contextlib.AbstractContextManager[None]:
+    """What a session start with ``settings`` holds while its JVM starts: the lock on its
+    Ivy directory when it names packages (:func:`resolution_lock`), else nothing."""
+    packages = [p for p in str(settings.get("spark.jars.packages") or "").split(",") if p.strip()]
+    if not packages:
+        return contextlib.nullcontext()
+    return resolution_lock(packages, Path(str(settings.get("spark.jars.ivy") or ivy_dir())))
+
+
 @contextlib.contextmanager
-def resolution_lock(packages: Iterable[str] = ()) -> Iterator[None]:
-    """Hold the machine's lock on Ivy's cache while a resolution may download: unless every
-    package of ``packages`` (``group:artifact:version``) is already among the jars a
-    resolution retrieved, which means its files are in the cache and a start only reads them
-    (no lock: the starts of a warm machine stay concurrent).  With no packages, always."""
-    retrieved = ivy_dir() / "jars"
-    wanted = [p.split(":") for p in packages]
-    if wanted and all((retrieved / f"{g}_{a}-{v}.jar").is_file() for g, a, v in wanted):
+def resolution_lock(packages: Iterable[str] = (), ivy: Path | None = None) -> Iterator[None]:
+    """Hold the machine's lock on Ivy's directory ``ivy`` (default :func:`ivy_dir`) while a
+    resolution may download: unless every package of ``packages`` (Spark's coordinates,
+    ``group:artifact:version``) is among the jars a resolution retrieved, which means its
+    files are in the cache and a start only reads them (no lock: the starts of a warm machine
+    stay concurrent).  With no packages, or one this cannot read, always.  A start that
+    must wait says so on stderr, once."""
+    ivy = ivy or ivy_dir()
+    if _retrieved(packages, ivy / "jars"):
         yield
         return
-    ivy_dir().mkdir(parents=True, exist_ok=True)
-    with open(ivy_dir() / "ticdc-spark-resolution.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    ivy.mkdir(parents=True, exist_ok=True)
+    with open(ivy / LOCK_NAME, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(
+                f"waiting for {ivy / LOCK_NAME}: another process is downloading Spark's jars",
+                file=sys.stderr,
+                flush=True,
+            )
+            fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def _retrieved(packages: Iterable[str], jars: Path) -> bool:
+    """Whether every package is among ``jars`` as Spark's retrieve names them
+    (``group_artifact-version.jar``)."""
+    wanted = [p.strip().replace("/", ":").split(":") for p in packages]
+    if not wanted or any(len(parts) != 3 for parts in wanted):
+        return False
+    return all((jars / f"{g}_{a}-{v}.jar").is_file() for g, a, v in wanted)
 
 
 def engine_features(target: str, engine: str) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from ticdc_spark.errors import ConfigError
 from ticdc_spark.spark.cluster import check_executors, check_master, is_local
-from ticdc_spark.spark.jars import check_spark_version, resolution_lock, spark_settings
+from ticdc_spark.spark.jars import check_spark_version, spark_settings, start_lock
 
 __all__ = ["ARROW_BATCH_CONF", "local_session", "spark_session"]
 
@@ -73,8 +73,7 @@ def spark_session(
     chosen = _settings(master, cores, loopback, features, settings or {}, conf)
     for key, value in chosen.items():
         builder = builder.config(key, str(value))
-    packages = str(chosen.get("spark.jars.packages", "")).split(",")
-    with resolution_lock(p for p in packages if p):
+    with start_lock(chosen):
         session = builder.getOrCreate()
     if not is_local(master):
         _check_same_master(session, master)
