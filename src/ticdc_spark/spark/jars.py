@@ -130,8 +130,10 @@ def spark_settings(features: Iterable[str]) -> dict[str, str]:
 
 
 def ivy_dir() -> Path:
-    """Ivy's directory: its download cache and the jars a resolution retrieved."""
-    return Path(os.environ.get("TICDC_SPARK_IVY") or Path.home() / ".ivy2.5.2")
+    """Ivy's directory: its download cache and the jars a resolution retrieved.  (Not
+    ``Path.home()``: it raises for a user without a home, where ``~`` stays ``~``.)"""
+    home = Path(os.path.expanduser("~"))
+    return Path(os.environ.get("TICDC_SPARK_IVY") or home / ".ivy2.5.2")
 
 
 LOCK_NAME = "ticdc-spark-resolution.lock"
