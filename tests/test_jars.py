@@ -32,6 +32,14 @@ def _held_elsewhere(lock: Path) -> bool:
         return False
 
 
+def _retrieve(ivy: Path, packages: tuple[str, ...]) -> None:
+    """Put ``packages``' jars where Spark's retrieve puts them (``group_artifact-version``)."""
+    (ivy / "jars").mkdir(parents=True, exist_ok=True)
+    for package in packages:
+        group, artifact, version = package.split(":")
+        (ivy / "jars" / f"{group}_{artifact}-{version}.jar").write_bytes(b"jar")
+
+
 @pytest.fixture
 def ivy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TICDC_SPARK_IVY", str(tmp_path / "ivy"))
@@ -48,26 +56,19 @@ def test_a_start_that_may_download_holds_the_lock(ivy: Path) -> None:
 
 
 def test_one_jar_missing_is_enough_to_take_the_lock(ivy: Path) -> None:
-    (ivy / "jars").mkdir(parents=True)
-    group, artifact, version = PACKAGES[0].split(":")
-    (ivy / "jars" / f"{group}_{artifact}-{version}.jar").write_bytes(b"jar")
+    _retrieve(ivy, PACKAGES[:1])
     with resolution_lock(PACKAGES):
         assert _held_elsewhere(ivy / LOCK_NAME)
 
 
 def test_a_start_from_a_warm_cache_takes_no_lock(ivy: Path) -> None:
-    (ivy / "jars").mkdir(parents=True)
-    for package in PACKAGES:
-        group, artifact, version = package.split(":")
-        (ivy / "jars" / f"{group}_{artifact}-{version}.jar").write_bytes(b"jar")
-    lock = ivy / LOCK_NAME
+    _retrieve(ivy, PACKAGES)
     with resolution_lock(PACKAGES):
-        assert not lock.exists() or not _held_elsewhere(lock)
+        assert not (ivy / LOCK_NAME).exists()
 
 
 def test_a_package_this_cannot_read_takes_the_lock(ivy: Path) -> None:
-    (ivy / "jars").mkdir(parents=True)
-    (ivy / "jars" / "g_a-1.jar").write_bytes(b"jar")
+    _retrieve(ivy, ("g:a:1",))
     with resolution_lock(["g:a:1", "g/a"]):
         assert _held_elsewhere(ivy / LOCK_NAME)
     with resolution_lock([" g/a:1"]):  # (Spark's other spelling, read)
